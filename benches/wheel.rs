@@ -1,0 +1,2 @@
+//! Placeholder until the wheel benchmark lands.
+fn main() {}

@@ -1,0 +1,3 @@
+//! The `pushgate` binary.
+
+fn main() {}
