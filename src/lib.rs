@@ -3,7 +3,21 @@
 //! Browsers hold WebSockets, long-polls or EventSource streams keyed by a
 //! user id; backends push to everyone or to chosen users. Every timeout
 //! lives in one hashed timing wheel whose entries are reused ([`wheel`]).
+//!
+//! The data flow: `POST /push` ([`api`]) → [`bus`] (numbering, fan-out) →
+//! [`session`] (registry, per-connection queues) → [`transport`] → browser.
+//! [`server::run`] builds and serves the whole gateway.
 
+pub mod api;
+pub mod auth;
+pub mod bus;
+pub mod config;
+pub mod gateway;
+pub mod history;
 pub mod metrics;
+pub mod server;
 pub mod session;
+pub mod transport;
 pub mod wheel;
+
+pub use server::{Server, run};

@@ -1,3 +1,157 @@
-//! The `pushgate` binary.
+//! The `pushgate` binary: command line, configuration, logs, signals.
+//! The only place `anyhow` is used.
 
-fn main() {}
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use pushgate::config::Config;
+use pushgate::session::UserId;
+use tracing::{info, warn};
+use tracing_subscriber::EnvFilter;
+
+/// The configuration file read when `--config` is not given.
+const DEFAULT_CONFIG: &str = "config.toml";
+/// File descriptors kept for listeners, logs and Redis besides connections.
+const SPARE_FDS: u64 = 100;
+
+/// pushgate: a long-connection push gateway (WebSocket, long-poll, SSE).
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    /// Configuration file. Default: ./config.toml if it exists, else the
+    /// built-in defaults. Every key can be overridden by an environment
+    /// variable PUSHGATE_<SECTION>_<KEY>.
+    #[arg(long, global = true, env = "PUSHGATE_CONFIG")]
+    config: Option<PathBuf>,
+
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve (the default).
+    Serve,
+    /// Print a client token for a user id, signed with [auth] secret.
+    Token {
+        /// The user id (1 to 128 bytes of A-Z a-z 0-9 _ . : @ -).
+        uid: String,
+        /// Seconds until the token expires.
+        #[arg(long, default_value_t = 3600)]
+        ttl: u64,
+    },
+    /// Validate the configuration and print it, secrets masked.
+    CheckConfig,
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => serve(cli.config.as_deref()),
+        Command::Token { uid, ttl } => {
+            let config = load(cli.config.as_deref())?;
+            let user = UserId::parse(&uid).with_context(|| format!("bad user id {uid:?}"))?;
+            let expires_at = pushgate::gateway::Gateway::unix_now().saturating_add(ttl);
+            println!(
+                "{}",
+                pushgate::auth::token::mint(config.auth.secret.as_bytes(), &user, expires_at)
+            );
+            Ok(())
+        }
+        Command::CheckConfig => {
+            let config = load(cli.config.as_deref())?;
+            print!("{}", config.to_masked_toml());
+            Ok(())
+        }
+    }
+}
+
+/// Loads and validates the configuration: the given file, or
+/// ./config.toml if present, or the built-in defaults; then the
+/// environment overlay.
+fn load(path: Option<&Path>) -> anyhow::Result<Config> {
+    // Variables that are not UTF-8 cannot be ours; skip them rather than panic.
+    let env = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+    let config = match path {
+        Some(path) => Config::load(path, env),
+        None if Path::new(DEFAULT_CONFIG).exists() => Config::load(Path::new(DEFAULT_CONFIG), env),
+        None => Config::load_without_file(env),
+    };
+    config.context("invalid configuration")
+}
+
+fn serve(path: Option<&Path>) -> anyhow::Result<()> {
+    init_logs();
+    let config = load(path)?;
+    warn_about(&config);
+    raise_open_files_limit(config.session.max_connections as u64);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the runtime")?;
+    runtime.block_on(async {
+        let server = pushgate::Server::bind(config).await?;
+        info!(addr = %server.local_addr(), "listening");
+        server.run(shutdown_signal()).await;
+        anyhow::Ok(())
+    })
+}
+
+fn init_logs() {
+    let filter = EnvFilter::try_from_env("PUSHGATE_LOG")
+        .or_else(|_| EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).init();
+}
+
+fn warn_about(config: &Config) {
+    if config.auth.uses_shipped_dev_values() {
+        warn!(
+            "auth.secret or auth.api_key is the shipped development value: replace both before exposing this gateway"
+        );
+    }
+    if config.auth.anonymous {
+        warn!("auth.anonymous is on: any client may claim any user id with ?uid=");
+    }
+}
+
+/// Raises the soft open-files limit to the hard one and warns when
+/// `max_connections` cannot fit under it.
+fn raise_open_files_limit(max_connections: u64) {
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) if limit < max_connections + SPARE_FDS => warn!(
+            limit,
+            max_connections,
+            "session.max_connections does not fit under the open-files limit; connections past about {} will be refused by the kernel",
+            limit.saturating_sub(SPARE_FDS)
+        ),
+        Ok(limit) => info!(limit, "open-files limit"),
+        Err(err) => warn!(error = %err, "cannot read or raise the open-files limit"),
+    }
+}
+
+/// Completes on SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                term.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => info!("SIGINT: draining"),
+        () = term => info!("SIGTERM: draining"),
+    }
+}

@@ -1,7 +1,160 @@
-//! Metric names, in one place so they are frozen together.
+//! Metrics: the names in one place, registration at start, and `/metrics`.
+//!
+//! Names follow Prometheus conventions and are frozen once published.
+//! Labels are bounded enums (transport, stream, reason), never user ids.
+//! Hot paths hold [`Counters`] handles and add once per batch.
 
-/// The metric names pushgate publishes (Prometheus conventions).
+use std::sync::OnceLock;
+
+use metrics::{Counter, Unit, describe_counter, describe_gauge, describe_histogram};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+/// The metric names pushgate publishes.
 pub mod names {
+    /// Gauge, by `transport` (ws, poll, sse): open client connections.
+    pub const CONNECTIONS: &str = "pushgate_connections";
+    /// Gauge: user objects alive in the registry.
+    pub const SESSIONS: &str = "pushgate_sessions";
+    /// Gauge: live entries in the timing wheel.
+    pub const TIMER_ENTRIES: &str = "pushgate_timer_entries";
+    /// Counter, by `stream` (broadcast, user): messages accepted by `POST /push`.
+    pub const MESSAGES_PUBLISHED_TOTAL: &str = "pushgate_messages_published_total";
+    /// Counter, by `transport`: frames carrying a message handed to a connection.
+    pub const MESSAGES_DELIVERED_TOTAL: &str = "pushgate_messages_delivered_total";
+    /// Counter, by `reason` (idle, session_ttl, slow, replaced, token_expired):
+    /// connections or sessions the gateway ended.
+    pub const EVICTIONS_TOTAL: &str = "pushgate_evictions_total";
     /// Histogram: how late each timer expiry fired after its deadline tick.
     pub const TIMER_LATENESS_SECONDS: &str = "pushgate_timer_lateness_seconds";
+    /// Counter, by `code`: API requests refused, by their stable error code.
+    pub const REQUESTS_REFUSED_TOTAL: &str = "pushgate_requests_refused_total";
+}
+
+/// Transport label values.
+pub const TRANSPORTS: [&str; 3] = ["ws", "poll", "sse"];
+
+/// Why the gateway ended a connection or session (the `reason` label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Eviction {
+    /// No frame from the client within `idle_timeout_secs`.
+    Idle,
+    /// A long-poll session not polled again within `session_ttl_secs`.
+    SessionTtl,
+    /// The outbound queue passed `[limits] outbound_queue`.
+    Slow,
+    /// The user passed `max_connections_per_user`; the oldest went.
+    Replaced,
+    /// The client's token expired while connected.
+    TokenExpired,
+}
+
+impl Eviction {
+    /// Every reason, in label order.
+    pub const ALL: [Eviction; 5] = [
+        Self::Idle,
+        Self::SessionTtl,
+        Self::Slow,
+        Self::Replaced,
+        Self::TokenExpired,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Idle => "idle",
+            Self::SessionTtl => "session_ttl",
+            Self::Slow => "slow",
+            Self::Replaced => "replaced",
+            Self::TokenExpired => "token_expired",
+        }
+    }
+}
+
+/// Lateness histogram buckets, seconds: around one 100 ms tick.
+const LATENESS_BUCKETS: &[f64] = &[
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.5, 1.0, 5.0,
+];
+
+/// The process-wide Prometheus recorder, installed on first use. One per
+/// process because the `metrics` facade has one global recorder; several
+/// gateways in one test process share it.
+pub fn recorder() -> &'static PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE.get_or_init(|| {
+        let builder = PrometheusBuilder::new()
+            .set_buckets_for_metric(
+                metrics_exporter_prometheus::Matcher::Full(names::TIMER_LATENESS_SECONDS.into()),
+                LATENESS_BUCKETS,
+            )
+            .expect("lateness buckets are non-empty");
+        let recorder = builder.build_recorder();
+        let handle = recorder.handle();
+        // Another recorder may be installed already (an embedding
+        // application's); then ours only renders what it was given.
+        let _ = metrics::set_global_recorder(recorder);
+        describe();
+        handle
+    })
+}
+
+fn describe() {
+    use names::*;
+    describe_gauge!(CONNECTIONS, "Open client connections by transport.");
+    describe_gauge!(SESSIONS, "User objects alive in the registry.");
+    describe_gauge!(TIMER_ENTRIES, "Live entries in the timing wheel.");
+    describe_counter!(
+        MESSAGES_PUBLISHED_TOTAL,
+        "Messages accepted by POST /push, by stream."
+    );
+    describe_counter!(
+        MESSAGES_DELIVERED_TOTAL,
+        "Messages handed to connections, by transport."
+    );
+    describe_counter!(
+        EVICTIONS_TOTAL,
+        "Connections or sessions ended by the gateway, by reason."
+    );
+    describe_histogram!(
+        TIMER_LATENESS_SECONDS,
+        Unit::Seconds,
+        "How late each timer expiry fired after its deadline."
+    );
+    describe_counter!(
+        REQUESTS_REFUSED_TOTAL,
+        "API requests refused, by error code."
+    );
+}
+
+/// Counter handles resolved once, for the hot paths.
+#[derive(Debug, Clone)]
+pub struct Counters {
+    /// Delivered messages, indexed like [`TRANSPORTS`].
+    pub delivered: [Counter; 3],
+    /// Published broadcast messages.
+    pub published_broadcast: Counter,
+    /// Published personal messages.
+    pub published_user: Counter,
+    evictions: [Counter; 5],
+}
+
+impl Counters {
+    /// Resolves every handle, so each series exists before any traffic.
+    pub fn register() -> Self {
+        recorder();
+        let delivered = TRANSPORTS
+            .map(|t| metrics::counter!(names::MESSAGES_DELIVERED_TOTAL, "transport" => t));
+        let evictions = Eviction::ALL
+            .map(|r| metrics::counter!(names::EVICTIONS_TOTAL, "reason" => r.as_str()));
+        Self {
+            delivered,
+            published_broadcast: metrics::counter!(names::MESSAGES_PUBLISHED_TOTAL, "stream" => "broadcast"),
+            published_user: metrics::counter!(names::MESSAGES_PUBLISHED_TOTAL, "stream" => "user"),
+            evictions,
+        }
+    }
+
+    /// Counts `n` evictions for `reason`.
+    pub fn evicted(&self, reason: Eviction, n: u64) {
+        self.evictions[reason as usize].increment(n);
+    }
 }

@@ -1,5 +1,13 @@
-//! Users and their connections: ids, the per-user object, the registry.
+//! Users and their connections: ids, the per-user object, the registry,
+//! and each connection's outbound queue.
 
+pub mod conn;
+pub mod expiry;
+pub mod outbound;
+pub mod registry;
 pub mod user_id;
 
+pub use conn::{Conn, ConnId, Transport};
+pub use outbound::{Outbound, Outgoing, Pushed};
+pub use registry::{AtCapacity, Attached, Registry, User};
 pub use user_id::{BadUserId, UserId};

@@ -89,6 +89,17 @@ impl Clock {
         nanos.div_ceil(self.tick.as_nanos()) as u64
     }
 
+    /// Milliseconds from the clock's origin to `now`: a cheap timestamp
+    /// for activity records.
+    pub fn millis_at(&self, now: Instant) -> u64 {
+        now.saturating_duration_since(self.origin).as_millis() as u64
+    }
+
+    /// The instant `ms` milliseconds after the origin.
+    pub fn instant_at_millis(&self, ms: u64) -> Instant {
+        self.origin + Duration::from_millis(ms)
+    }
+
     /// The instant a tick begins.
     pub fn instant_of(&self, tick: u64) -> Instant {
         let nanos = self.tick.as_nanos().saturating_mul(u128::from(tick));

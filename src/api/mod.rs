@@ -1,0 +1,26 @@
+//! The HTTP API: routing, request parsing, errors, static files.
+
+pub mod error;
+pub mod handlers;
+pub mod push;
+pub mod router;
+pub mod static_files;
+
+use std::convert::Infallible;
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Empty, Full};
+
+/// The body type of every response (fixed bodies and streams alike).
+pub type Body = BoxBody<Bytes, Infallible>;
+
+/// An empty body.
+pub fn empty() -> Body {
+    Empty::new().boxed()
+}
+
+/// A body of these bytes.
+pub fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into()).boxed()
+}

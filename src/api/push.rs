@@ -1,0 +1,512 @@
+//! `POST /push` request parsing: pure, no I/O.
+//!
+//! ```text
+//! {"to": "*",              "data": <any JSON>}   broadcast
+//! {"to": ["alice", "bob"], "data": <any JSON>}   personal, up to max_users ids
+//! optional "id": "<idempotency key, 1 to 128 characters>"
+//! ```
+//!
+//! Rules beyond PROTOCOL.md, each chosen so a backend bug fails loudly:
+//!
+//! - Unknown top-level fields are ignored, so backends may send fields a
+//!   later version understands. A field given twice is `bad_json`.
+//! - `data` may be any JSON value, `null` included, but must be present. It
+//!   is kept verbatim (never re-serialized) and may nest at most
+//!   [`MAX_DATA_DEPTH`] arrays or objects deep.
+//! - `"id": null` is the same as no `id`.
+//! - `to` as a string other than `"*"` is `bad_json`; an empty list is
+//!   `missing_field` ("to: names no user").
+//! - `to` lists are counted as sent, before repeated ids are dropped: more
+//!   than `max_users` entries is `too_many_users` even if some repeat.
+//!   Repeats are then removed, keeping first-seen order.
+//!
+//! Body size (413) and content type (415) are the HTTP layer's checks.
+
+use std::collections::HashSet;
+
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
+
+use crate::session::{BadUserId, UserId};
+
+/// The longest idempotency key accepted, in characters (not bytes).
+pub const MAX_PUSH_ID_CHARS: usize = 128;
+
+/// How many arrays or objects `data` may nest. Deep enough for any real
+/// payload, shallow enough that clients with recursive JSON parsers (and
+/// their default limits, 128 for serde_json) can read the frame that wraps
+/// it.
+pub const MAX_DATA_DEPTH: usize = 64;
+
+/// A validated `POST /push` body.
+#[derive(Debug)]
+pub struct PushRequest {
+    /// Who receives the message.
+    pub target: PushTarget,
+    /// The backend's idempotency key, if it sent one (1 to 128 characters).
+    pub id: Option<String>,
+    /// The message payload, exactly as the backend sent it.
+    pub data: Box<RawValue>,
+}
+
+/// Who a push goes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PushTarget {
+    /// `"to": "*"`: every connection, on the broadcast stream.
+    Broadcast,
+    /// `"to": [...]`: these users' personal streams; at least one, no
+    /// repeats, in the order first given.
+    Users(Vec<UserId>),
+}
+
+/// Why a push body was refused. Every variant is a `400`; [`code`] gives
+/// the stable error code.
+///
+/// [`code`]: PushError::code
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PushError {
+    /// The body is not UTF-8; the offset of the first bad byte.
+    #[error("body: not valid UTF-8 (at byte {0})")]
+    NotUtf8(usize),
+    /// Not JSON: a syntax error, truncation, trailing bytes or a repeated
+    /// field. Holds serde_json's description.
+    #[error("body: invalid JSON: {0}")]
+    Syntax(String),
+    /// Valid JSON whose top level is not an object.
+    #[error("body: must be a JSON object")]
+    NotObject,
+    /// A field has the wrong type or value; `expected` says what it must be.
+    #[error("{field}: must be {expected}")]
+    WrongType {
+        /// The field's path, such as `to` or `to[2]`.
+        field: String,
+        /// What the field must be, such as `a string`.
+        expected: &'static str,
+    },
+    /// A required field (`to` or `data`) is absent.
+    #[error("{0}: missing")]
+    MissingField(&'static str),
+    /// `to` is an empty list.
+    #[error("to: names no user")]
+    NoUsers,
+    /// An entry of `to` is not a valid user id.
+    #[error("to[{index}]: {reason}")]
+    BadUserId {
+        /// The entry's position in `to`, from 0.
+        index: usize,
+        /// What is wrong with it.
+        reason: BadUserId,
+    },
+    /// `to` lists more users than `[limits] max_push_users`.
+    #[error("to: names {count} users (max {max})")]
+    TooManyUsers {
+        /// How many entries `to` had.
+        count: usize,
+        /// The configured limit.
+        max: usize,
+    },
+    /// `id` is empty or longer than [`MAX_PUSH_ID_CHARS`]; its length in
+    /// characters.
+    #[error("id: must be 1 to {MAX_PUSH_ID_CHARS} characters, got {0}")]
+    BadId(usize),
+    /// `data` nests deeper than [`MAX_DATA_DEPTH`].
+    #[error("data: nested deeper than {MAX_DATA_DEPTH} levels")]
+    TooDeep,
+}
+
+impl PushError {
+    /// The stable error code: the JSON `code` and a metric label.
+    pub const fn code(&self) -> &'static str {
+        match self {
+            Self::NotUtf8(_)
+            | Self::Syntax(_)
+            | Self::NotObject
+            | Self::WrongType { .. }
+            | Self::BadId(_)
+            | Self::TooDeep => "bad_json",
+            Self::MissingField(_) | Self::NoUsers => "missing_field",
+            Self::BadUserId { .. } => "bad_user_id",
+            Self::TooManyUsers { .. } => "too_many_users",
+        }
+    }
+}
+
+/// The top level, with each field kept as unparsed JSON so that a wrong
+/// type is reported by field name rather than by serde's wording.
+#[derive(Deserialize)]
+struct RawPush<'a> {
+    #[serde(borrow, default, deserialize_with = "present")]
+    to: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    data: Option<&'a RawValue>,
+}
+
+/// `Some` for any value a present field holds, `null` included (a plain
+/// `Option` would turn `null` into `None`).
+fn present<'de, D: Deserializer<'de>>(de: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(de).map(Some)
+}
+
+impl PushRequest {
+    /// Parses and validates a `POST /push` body; `max_users` is
+    /// `[limits] max_push_users` (`0` refuses every personal push).
+    pub fn parse(body: &[u8], max_users: usize) -> Result<Self, PushError> {
+        let text = std::str::from_utf8(body).map_err(|e| PushError::NotUtf8(e.valid_up_to()))?;
+        if !text.trim_start().starts_with('{') {
+            return Err(match serde_json::from_str::<&RawValue>(text) {
+                Ok(_) => PushError::NotObject,
+                Err(e) => PushError::Syntax(e.to_string()),
+            });
+        }
+        let raw: RawPush<'_> =
+            serde_json::from_str(text).map_err(|e| PushError::Syntax(e.to_string()))?;
+        let to = raw.to.ok_or(PushError::MissingField("to"))?;
+        let data = raw.data.ok_or(PushError::MissingField("data"))?;
+        let target = parse_target(to, max_users)?;
+        let id = raw.id.map(parse_id).transpose()?.flatten();
+        if nesting_depth(data.get()) > MAX_DATA_DEPTH {
+            return Err(PushError::TooDeep);
+        }
+        Ok(Self {
+            target,
+            id,
+            data: data.to_owned(),
+        })
+    }
+}
+
+/// `"*"` or a non-empty list of at most `max_users` user ids.
+fn parse_target(to: &RawValue, max_users: usize) -> Result<PushTarget, PushError> {
+    const EXPECTED: &str = "\"*\" or a list of user ids";
+    let wrong = || PushError::WrongType {
+        field: "to".to_owned(),
+        expected: EXPECTED,
+    };
+    match to.get().as_bytes().first() {
+        Some(b'"') => match serde_json::from_str::<String>(to.get()) {
+            Ok(star) if star == "*" => Ok(PushTarget::Broadcast),
+            _ => Err(wrong()),
+        },
+        Some(b'[') => {
+            let entries: Vec<&RawValue> = serde_json::from_str(to.get()).map_err(|_| wrong())?;
+            parse_users(&entries, max_users).map(PushTarget::Users)
+        }
+        _ => Err(wrong()),
+    }
+}
+
+/// The entries of a `to` list as user ids, repeats dropped.
+fn parse_users(entries: &[&RawValue], max_users: usize) -> Result<Vec<UserId>, PushError> {
+    if entries.is_empty() {
+        return Err(PushError::NoUsers);
+    }
+    if entries.len() > max_users {
+        return Err(PushError::TooManyUsers {
+            count: entries.len(),
+            max: max_users,
+        });
+    }
+    let mut users: Vec<UserId> = Vec::with_capacity(entries.len());
+    let mut seen: HashSet<UserId> = HashSet::with_capacity(entries.len());
+    for (index, entry) in entries.iter().enumerate() {
+        let raw: String = serde_json::from_str(entry.get()).map_err(|_| PushError::WrongType {
+            field: format!("to[{index}]"),
+            expected: "a string",
+        })?;
+        let user = UserId::parse(&raw).map_err(|reason| PushError::BadUserId { index, reason })?;
+        if seen.insert(user.clone()) {
+            users.push(user);
+        }
+    }
+    Ok(users)
+}
+
+/// A string of 1 to [`MAX_PUSH_ID_CHARS`] characters, or `null` (no id).
+fn parse_id(id: &RawValue) -> Result<Option<String>, PushError> {
+    if id.get() == "null" {
+        return Ok(None);
+    }
+    let id: String = serde_json::from_str(id.get()).map_err(|_| PushError::WrongType {
+        field: "id".to_owned(),
+        expected: "a string",
+    })?;
+    let chars = id.chars().count();
+    if chars == 0 || chars > MAX_PUSH_ID_CHARS {
+        return Err(PushError::BadId(chars));
+    }
+    Ok(Some(id))
+}
+
+/// How many arrays and objects deep valid JSON `json` nests (0 for a
+/// scalar). A linear scan, so any depth is measured without recursion.
+fn nesting_depth(json: &str) -> usize {
+    let (mut depth, mut max) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for b in json.bytes() {
+        match (in_string, b) {
+            (true, _) if escaped => escaped = false,
+            (true, b'\\') => escaped = true,
+            (_, b'"') => in_string = !in_string,
+            (false, b'[' | b'{') => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            (false, b']' | b'}') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAX_USERS: usize = 3;
+
+    fn users(ids: &[&str]) -> PushTarget {
+        let ids = ids.iter().map(|id| UserId::parse(id).expect("valid id"));
+        PushTarget::Users(ids.collect())
+    }
+
+    /// What a case expects: the parsed parts, or an error code and message.
+    enum Want {
+        Ok(PushTarget, Option<&'static str>, &'static str),
+        Err(&'static str, &'static str),
+    }
+
+    #[test]
+    fn push_bodies_parse_or_fail_with_a_stable_code() {
+        let too_long_id = format!(r#"{{"to":"*","data":1,"id":"{}"}}"#, "x".repeat(129));
+        let long_user = format!(r#"{{"to":["{}"],"data":1}}"#, "u".repeat(129));
+        let cases: Vec<(&[u8], Want)> = vec![
+            // Accepted.
+            (
+                br#"{"to":"*","data":{"a":1}}"#,
+                Want::Ok(PushTarget::Broadcast, None, r#"{"a":1}"#),
+            ),
+            (
+                br#"{"to":["alice","bob"],"data":[1]}"#,
+                Want::Ok(users(&["alice", "bob"]), None, "[1]"),
+            ),
+            (
+                br#"{"to":["bob","alice","bob"],"data":0}"#,
+                Want::Ok(users(&["bob", "alice"]), None, "0"),
+            ),
+            (
+                br#"{"to":"*","data":null}"#,
+                Want::Ok(PushTarget::Broadcast, None, "null"),
+            ),
+            (
+                br#"{"data":"hi","to":"*","id":"order-42"}"#,
+                Want::Ok(PushTarget::Broadcast, Some("order-42"), r#""hi""#),
+            ),
+            (
+                br#"{"to":"*","data":1,"id":null}"#,
+                Want::Ok(PushTarget::Broadcast, None, "1"),
+            ),
+            (
+                br#"{"to":"*","data":1,"future":{"x":[1]}}"#,
+                Want::Ok(PushTarget::Broadcast, None, "1"),
+            ),
+            (
+                b"{\"to\":\"\\u002a\",\"data\":1}",
+                Want::Ok(PushTarget::Broadcast, None, "1"),
+            ),
+            (
+                b" \n{ \"to\" : [ \"a\" ] , \"data\" : { \"k\" : [ 1 , 2 ] } }\n",
+                Want::Ok(users(&["a"]), None, r#"{ "k" : [ 1 , 2 ] }"#),
+            ),
+            (
+                br#"{"to":["a","b","c"],"data":true}"#,
+                Want::Ok(users(&["a", "b", "c"]), None, "true"),
+            ),
+            // Not JSON, or not an object.
+            (
+                b"\xff\xfe{}",
+                Want::Err("bad_json", "body: not valid UTF-8 (at byte 0)"),
+            ),
+            (
+                b"",
+                Want::Err("bad_json", "body: invalid JSON: EOF while parsing"),
+            ),
+            (
+                b"{\"to\":\"*\",",
+                Want::Err("bad_json", "body: invalid JSON: EOF while parsing"),
+            ),
+            (
+                br#"{"to":"*","data":}"#,
+                Want::Err("bad_json", "body: invalid JSON: expected value"),
+            ),
+            (
+                br#"{"to":"*","data":1} x"#,
+                Want::Err("bad_json", "body: invalid JSON: trailing characters"),
+            ),
+            (
+                br#"{"to":"*","to":"*","data":1}"#,
+                Want::Err("bad_json", "body: invalid JSON: duplicate field `to`"),
+            ),
+            (
+                br#"[{"to":"*","data":1}]"#,
+                Want::Err("bad_json", "body: must be a JSON object"),
+            ),
+            (
+                b"\"*\"",
+                Want::Err("bad_json", "body: must be a JSON object"),
+            ),
+            (
+                b"null",
+                Want::Err("bad_json", "body: must be a JSON object"),
+            ),
+            // Fields of the wrong type or value.
+            (
+                br#"{"to":5,"data":1}"#,
+                Want::Err("bad_json", r#"to: must be "*" or a list of user ids"#),
+            ),
+            (
+                br#"{"to":null,"data":1}"#,
+                Want::Err("bad_json", r#"to: must be "*" or a list of user ids"#),
+            ),
+            (
+                br#"{"to":"alice","data":1}"#,
+                Want::Err("bad_json", r#"to: must be "*" or a list of user ids"#),
+            ),
+            (
+                br#"{"to":{"alice":1},"data":1}"#,
+                Want::Err("bad_json", r#"to: must be "*" or a list of user ids"#),
+            ),
+            (
+                br#"{"to":["a",1],"data":1}"#,
+                Want::Err("bad_json", "to[1]: must be a string"),
+            ),
+            (
+                br#"{"to":[["a"]],"data":1}"#,
+                Want::Err("bad_json", "to[0]: must be a string"),
+            ),
+            (
+                br#"{"to":"*","data":1,"id":7}"#,
+                Want::Err("bad_json", "id: must be a string"),
+            ),
+            (
+                br#"{"to":"*","data":1,"id":""}"#,
+                Want::Err("bad_json", "id: must be 1 to 128 characters, got 0"),
+            ),
+            (
+                too_long_id.as_bytes(),
+                Want::Err("bad_json", "id: must be 1 to 128 characters, got 129"),
+            ),
+            // Missing fields.
+            (br#"{"data":1}"#, Want::Err("missing_field", "to: missing")),
+            (
+                br#"{"to":"*"}"#,
+                Want::Err("missing_field", "data: missing"),
+            ),
+            (br#"{}"#, Want::Err("missing_field", "to: missing")),
+            (
+                br#"{"to":[],"data":1}"#,
+                Want::Err("missing_field", "to: names no user"),
+            ),
+            // Bad user ids and too many users.
+            (
+                br#"{"to":["ok","bad id"],"data":1}"#,
+                Want::Err("bad_user_id", "to[1]: user id may only contain"),
+            ),
+            (
+                br#"{"to":[""],"data":1}"#,
+                Want::Err("bad_user_id", "to[0]: user id is empty"),
+            ),
+            (
+                long_user.as_bytes(),
+                Want::Err("bad_user_id", "to[0]: user id is 129 bytes long (max 128)"),
+            ),
+            (
+                br#"{"to":["a","b","c","d"],"data":1}"#,
+                Want::Err("too_many_users", "to: names 4 users (max 3)"),
+            ),
+            (
+                br#"{"to":["a","a","a","a"],"data":1}"#,
+                Want::Err("too_many_users", "to: names 4 users (max 3)"),
+            ),
+        ];
+        assert!(cases.len() >= 25);
+        for (body, want) in cases {
+            let got = PushRequest::parse(body, MAX_USERS);
+            let shown = String::from_utf8_lossy(body);
+            match (got, want) {
+                (Ok(req), Want::Ok(target, id, data)) => {
+                    assert_eq!(req.target, target, "{shown}");
+                    assert_eq!(req.id.as_deref(), id, "{shown}");
+                    assert_eq!(req.data.get(), data, "{shown}");
+                }
+                (Err(err), Want::Err(code, message)) => {
+                    assert_eq!(err.code(), code, "{shown}: {err}");
+                    assert!(err.to_string().starts_with(message), "{shown}: {err}");
+                }
+                (got, _) => panic!("{shown}: unexpected {got:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn an_id_of_128_multibyte_characters_is_accepted() {
+        let id = "é".repeat(MAX_PUSH_ID_CHARS);
+        let body = format!(r#"{{"to":"*","data":1,"id":"{id}"}}"#);
+        let req = PushRequest::parse(body.as_bytes(), MAX_USERS).expect("valid");
+        assert_eq!(req.id, Some(id));
+    }
+
+    #[test]
+    fn zero_max_users_refuses_personal_pushes_only() {
+        let err = PushRequest::parse(br#"{"to":["a"],"data":1}"#, 0).expect_err("over limit");
+        assert_eq!(err, PushError::TooManyUsers { count: 1, max: 0 });
+        assert!(PushRequest::parse(br#"{"to":"*","data":1}"#, 0).is_ok());
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_stack_overflow() {
+        let deep =
+            |open: &str, close: &str| format!("{}0{}", open.repeat(10_000), close.repeat(10_000));
+        let in_data = format!(r#"{{"to":"*","data":{}}}"#, deep("[", "]"));
+        let in_unknown = format!(r#"{{"to":"*","data":1,"x":{}}}"#, deep(r#"{"a":"#, "}"));
+        let in_to = format!(r#"{{"to":{},"data":1}}"#, deep("[", "]"));
+        let cases = [
+            (deep("[", "]"), "bad_json"),
+            (deep(r#"{"a":"#, "}"), "missing_field"),
+            (in_data, "bad_json"),
+            (in_to, "bad_json"),
+        ];
+        for (body, code) in cases {
+            let err = PushRequest::parse(body.as_bytes(), MAX_USERS).expect_err("too deep");
+            assert_eq!(err.code(), code, "{err}");
+        }
+        // Unknown fields are skipped without recursion, so they may nest.
+        assert!(PushRequest::parse(in_unknown.as_bytes(), MAX_USERS).is_ok());
+    }
+
+    #[test]
+    fn data_nesting_is_limited_by_max_data_depth() {
+        let nested = |depth: usize| {
+            let data = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+            format!(r#"{{"to":"*","data":{data}}}"#)
+        };
+        assert!(PushRequest::parse(nested(MAX_DATA_DEPTH).as_bytes(), MAX_USERS).is_ok());
+        let err = PushRequest::parse(nested(MAX_DATA_DEPTH + 1).as_bytes(), MAX_USERS);
+        assert_eq!(err.map(|_| ()), Err(PushError::TooDeep));
+    }
+
+    #[test]
+    fn nesting_depth_ignores_brackets_inside_strings() {
+        let cases = [
+            ("1", 0),
+            ("[]", 1),
+            (r#"{"a":[{}]}"#, 3),
+            (r#"["[[[", "\"[{"]"#, 1),
+            (r#"[[1],[2],[[3]]]"#, 3),
+        ];
+        for (json, want) in cases {
+            assert_eq!(nesting_depth(json), want, "{json}");
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! Routing: one `match` from method and path to handler.
+//!
+//! Unknown paths are 404, known paths with the wrong method 405 (with
+//! `Allow`), and every error body is the JSON of `ApiError`.
+
+use std::sync::Arc;
+
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response};
+
+use super::error::ApiError;
+use super::{Body, handlers, static_files};
+use crate::gateway::Gateway;
+use crate::transport::websocket;
+
+/// Which endpoint a path names, and the methods it takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route<'a> {
+    /// `GET /ws`
+    WebSocket,
+    /// `POST /push`
+    Push,
+    /// `GET /users/<uid>`
+    User(&'a str),
+    /// `GET /healthz`
+    Health,
+    /// `GET /readyz`
+    Ready,
+    /// `GET /metrics`
+    Metrics,
+    /// `GET /…` anything else: a static file.
+    Static(&'a str),
+}
+
+impl<'a> Route<'a> {
+    /// The route for a path (`metrics_here`: whether `/metrics` is served
+    /// on this listener).
+    pub fn of(path: &'a str, metrics_here: bool) -> Self {
+        match path {
+            "/ws" => Self::WebSocket,
+            "/push" => Self::Push,
+            "/healthz" => Self::Health,
+            "/readyz" => Self::Ready,
+            "/metrics" if metrics_here => Self::Metrics,
+            _ => match path.strip_prefix("/users/") {
+                Some(uid) => Self::User(uid),
+                None => Self::Static(path),
+            },
+        }
+    }
+
+    /// The methods the route answers, as an `Allow` value.
+    pub fn allow(self) -> &'static str {
+        match self {
+            Self::Push => "POST",
+            _ => "GET, HEAD",
+        }
+    }
+
+    fn accepts(self, method: &Method) -> bool {
+        match self {
+            Self::Push => method == Method::POST,
+            Self::WebSocket => method == Method::GET,
+            _ => method == Method::GET || method == Method::HEAD,
+        }
+    }
+}
+
+/// Answers one request on the main listener.
+pub async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Response<Body> {
+    let metrics_here = gw.config.metrics.listen.is_none();
+    let path = req.uri().path().to_owned();
+    let route = Route::of(&path, metrics_here);
+    if !route.accepts(req.method()) {
+        return ApiError::MethodNotAllowed {
+            allow: route.allow(),
+        }
+        .into_body_response();
+    }
+    match route {
+        Route::WebSocket => websocket::upgrade(&gw, req),
+        Route::Push => handlers::push(&gw, req).await,
+        Route::User(uid) => handlers::user(&gw, &req, uid),
+        Route::Health => handlers::health(),
+        Route::Ready => handlers::ready(&gw),
+        Route::Metrics => handlers::metrics(&gw),
+        Route::Static(path) => {
+            static_files::serve(&gw.config.server.static_dir, path, req.method()).await
+        }
+    }
+}
+
+/// Answers one request on the separate metrics listener.
+pub async fn handle_metrics(gw: Arc<Gateway>, req: Request<Incoming>) -> Response<Body> {
+    match (req.method(), req.uri().path()) {
+        (&Method::GET | &Method::HEAD, "/metrics") => handlers::metrics(&gw),
+        (_, "/metrics") => ApiError::MethodNotAllowed { allow: "GET, HEAD" }.into_body_response(),
+        _ => ApiError::NotFound.into_body_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_map_to_routes() {
+        let cases = [
+            ("/ws", Route::WebSocket),
+            ("/push", Route::Push),
+            ("/users/alice", Route::User("alice")),
+            ("/users/", Route::User("")),
+            ("/healthz", Route::Health),
+            ("/readyz", Route::Ready),
+            ("/metrics", Route::Metrics),
+            ("/", Route::Static("/")),
+            ("/pushgate.js", Route::Static("/pushgate.js")),
+            ("/ws/x", Route::Static("/ws/x")),
+        ];
+        for (path, want) in cases {
+            assert_eq!(Route::of(path, true), want, "{path}");
+        }
+        assert_eq!(Route::of("/metrics", false), Route::Static("/metrics"));
+    }
+
+    #[test]
+    fn routes_accept_only_their_methods() {
+        assert!(Route::Push.accepts(&Method::POST));
+        assert!(!Route::Push.accepts(&Method::GET));
+        assert!(Route::WebSocket.accepts(&Method::GET));
+        assert!(!Route::WebSocket.accepts(&Method::HEAD));
+        assert!(Route::Health.accepts(&Method::HEAD));
+        assert!(!Route::Static("/").accepts(&Method::DELETE));
+    }
+}

@@ -1,0 +1,9 @@
+//! Who may connect and who may push: client tokens, the API key, origins.
+
+pub mod api_key;
+pub mod origin;
+pub mod token;
+
+pub use api_key::ApiKey;
+pub use origin::{BadOrigin, OriginPolicy};
+pub use token::{TokenError, TokenVerifier, VerifiedToken, bearer, mint};

@@ -1,0 +1,467 @@
+//! Client tokens (HS256 JWT).
+//!
+//! A client proves its user id with a JWT signed HS256 with `[auth] secret`,
+//! claims `sub` = user id and `exp` = expiry in seconds since the epoch.
+//! Verification is pure: the caller passes the current time, so tests never
+//! read a clock.
+
+use std::fmt;
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use jsonwebtoken::errors::ErrorKind;
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::session::{BadUserId, UserId};
+
+/// The only `alg` header value accepted.
+const ACCEPTED_ALG: &str = "HS256";
+
+/// Why a token was refused. Every variant maps to `401`; the detail is for
+/// the log, never for the client.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    /// Not three dot-separated parts with a non-empty header and payload.
+    #[error("token is not three dot-separated parts")]
+    Malformed,
+    /// A part is not unpadded base64url.
+    #[error("token part is not valid base64url")]
+    BadBase64,
+    /// The header or the claims are not a JSON object of the expected shape.
+    #[error("token header or claims are not a valid json object")]
+    BadJson,
+    /// The header's `alg` is missing or anything but `HS256` (`none`,
+    /// `RS256`, `HS512`, ...).
+    #[error("token algorithm is not HS256")]
+    UnsupportedAlgorithm,
+    /// The HMAC does not match the configured secret.
+    #[error("token signature does not match")]
+    BadSignature,
+    /// The token carries an `aud` claim; pushgate names no audience, so the
+    /// token was meant for another service (RFC 7519 section 4.1.3).
+    #[error("token carries an aud claim, which pushgate does not accept")]
+    UnexpectedAudience,
+    /// No `exp` claim (or `exp: null`).
+    #[error("token has no exp claim")]
+    MissingExpiry,
+    /// `exp` is not a non-negative integer (a string, a fraction, ...).
+    #[error("token exp claim is not an integer number of seconds")]
+    BadExpiry,
+    /// `exp` is at or before the current time.
+    #[error("token expired at {expires_at} (now {now_secs}, seconds since epoch)")]
+    Expired {
+        /// The token's `exp`, seconds since the epoch.
+        expires_at: u64,
+        /// The time of the check, seconds since the epoch.
+        now_secs: u64,
+    },
+    /// No `sub` claim (or `sub: null`).
+    #[error("token has no sub claim")]
+    MissingSubject,
+    /// `sub` is not a JSON string.
+    #[error("token sub claim is not a string")]
+    SubjectNotString,
+    /// `sub` is a string but not a valid user id.
+    #[error("token sub claim is not a valid user id: {0}")]
+    BadSubject(#[source] BadUserId),
+    /// The JWT library refused the token for a reason not listed above.
+    #[error("token rejected: {0}")]
+    Rejected(String),
+}
+
+/// A token that passed every check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedToken {
+    /// The user the token speaks for (its `sub`).
+    pub user: UserId,
+    /// The token's `exp`, seconds since the epoch. The connection is closed
+    /// with `4004` once the clock reaches it.
+    pub expires_at: u64,
+}
+
+/// Checks client tokens against the configured secret.
+///
+/// Built once at start from `[auth] secret`; cheap to share behind an `Arc`.
+/// There is no leeway on `exp`: a token is valid while `now < exp`. Tokens
+/// are minted by backends with lifetimes of minutes or hours, so a few
+/// seconds of clock skew do not matter, and a leeway would only stretch
+/// every token past the expiry its issuer asked for.
+///
+/// An empty secret would make tokens forgeable; rejecting it is the job of
+/// config validation.
+pub struct TokenVerifier {
+    key: DecodingKey,
+    validation: Validation,
+}
+
+impl TokenVerifier {
+    /// A verifier for tokens signed with `secret` (the raw bytes of
+    /// `[auth] secret`).
+    pub fn new(secret: &[u8]) -> Self {
+        Self {
+            key: DecodingKey::from_secret(secret),
+            validation: library_validation(),
+        }
+    }
+
+    /// Verifies `token` at time `now_secs` (seconds since the epoch).
+    ///
+    /// Order: shape, header `alg`, signature, then claims. Claims are only
+    /// read once the signature matches.
+    pub fn verify(&self, token: &str, now_secs: u64) -> Result<VerifiedToken, TokenError> {
+        let encoded_header = encoded_header(token)?;
+        check_algorithm(encoded_header)?;
+        // Claims stay an untyped JSON object so each problem gets its own
+        // error rather than one serde message (and an array is refused).
+        let mut claims =
+            jsonwebtoken::decode::<Map<String, Value>>(token, &self.key, &self.validation)
+                .map_err(|err| from_library_error(err.into_kind()))?
+                .claims;
+        let expires_at = check_expiry(take_claim(&mut claims, "exp"), now_secs)?;
+        let user = check_subject(take_claim(&mut claims, "sub"))?;
+        Ok(VerifiedToken { user, expires_at })
+    }
+}
+
+impl fmt::Debug for TokenVerifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TokenVerifier")
+            .field("secret", &"[redacted]")
+            .finish()
+    }
+}
+
+/// Mints a token for `user` that expires at `expires_at` (seconds since the
+/// epoch), signed HS256 with `secret`. Used by `pushgate token <uid>`.
+///
+/// Infallible: HMAC takes a key of any length and the claims are a fixed
+/// struct of a string and an integer, so neither signing nor serializing
+/// can fail.
+///
+/// # Panics
+///
+/// Only if `jsonwebtoken` has no crypto provider (a build misconfiguration:
+/// the `rust_crypto` feature is off), which it reports by panicking itself.
+pub fn mint(secret: &[u8], user: &UserId, expires_at: u64) -> String {
+    let claims = MintClaims {
+        sub: user.as_str(),
+        exp: expires_at,
+    };
+    let key = EncodingKey::from_secret(secret);
+    jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &key)
+        .expect("HS256 signing of {sub, exp} cannot fail")
+}
+
+/// Extracts the token from an `Authorization` header value of the form
+/// `Bearer <token>`: the scheme is ASCII case-insensitive, spaces around the
+/// token are ignored. `None` for another scheme or an empty token.
+pub fn bearer(header_value: &str) -> Option<&str> {
+    let (scheme, rest) = header_value.trim().split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return None;
+    }
+    let token = rest.trim();
+    (!token.is_empty()).then_some(token)
+}
+
+/// The claims pushgate writes.
+#[derive(Serialize)]
+struct MintClaims<'a> {
+    sub: &'a str,
+    exp: u64,
+}
+
+/// The part of the header checked before the library sees the token.
+#[derive(Deserialize)]
+struct RawHeader {
+    #[serde(default)]
+    alg: Option<String>,
+}
+
+/// jsonwebtoken checks `alg`, the signature and refuses any `aud`; `exp`
+/// and `sub` are checked here, with the time passed in (the library's own
+/// `exp` check reads the system clock).
+fn library_validation() -> Validation {
+    let mut validation = Validation::new(Algorithm::HS256);
+    validation.required_spec_claims.clear();
+    validation.validate_exp = false;
+    validation.validate_nbf = false;
+    validation.leeway = 0;
+    validation
+}
+
+/// The first part of a `header.payload.signature` token.
+fn encoded_header(token: &str) -> Result<&str, TokenError> {
+    let mut parts = token.split('.');
+    match (parts.next(), parts.next(), parts.next(), parts.next()) {
+        (Some(header), Some(payload), Some(_), None)
+            if !header.is_empty() && !payload.is_empty() =>
+        {
+            Ok(header)
+        }
+        _ => Err(TokenError::Malformed),
+    }
+}
+
+/// Refuses any `alg` but HS256 before the library sees the token, so
+/// `none` and foreign algorithms get their own error rather than a JSON one
+/// (jsonwebtoken has no `none` variant).
+fn check_algorithm(encoded_header: &str) -> Result<(), TokenError> {
+    let json = URL_SAFE_NO_PAD
+        .decode(encoded_header)
+        .map_err(|_| TokenError::BadBase64)?;
+    let header: RawHeader = serde_json::from_slice(&json).map_err(|_| TokenError::BadJson)?;
+    match header.alg.as_deref() {
+        Some(ACCEPTED_ALG) => Ok(()),
+        _ => Err(TokenError::UnsupportedAlgorithm),
+    }
+}
+
+fn from_library_error(kind: ErrorKind) -> TokenError {
+    match kind {
+        ErrorKind::InvalidToken => TokenError::Malformed,
+        ErrorKind::Base64(_) => TokenError::BadBase64,
+        ErrorKind::Json(_) | ErrorKind::Utf8(_) => TokenError::BadJson,
+        ErrorKind::InvalidSignature => TokenError::BadSignature,
+        ErrorKind::InvalidAlgorithm
+        | ErrorKind::MissingAlgorithm
+        | ErrorKind::UnsupportedAlgorithm => TokenError::UnsupportedAlgorithm,
+        ErrorKind::InvalidAudience => TokenError::UnexpectedAudience,
+        other => TokenError::Rejected(format!("{other:?}")),
+    }
+}
+
+/// Removes a claim, treating `null` as absent.
+fn take_claim(claims: &mut Map<String, Value>, name: &str) -> Option<Value> {
+    claims.remove(name).filter(|value| !value.is_null())
+}
+
+fn check_expiry(exp: Option<Value>, now_secs: u64) -> Result<u64, TokenError> {
+    let expires_at = exp
+        .ok_or(TokenError::MissingExpiry)?
+        .as_u64()
+        .ok_or(TokenError::BadExpiry)?;
+    if expires_at <= now_secs {
+        return Err(TokenError::Expired {
+            expires_at,
+            now_secs,
+        });
+    }
+    Ok(expires_at)
+}
+
+fn check_subject(sub: Option<Value>) -> Result<UserId, TokenError> {
+    match sub.ok_or(TokenError::MissingSubject)? {
+        Value::String(raw) => UserId::parse(&raw).map_err(TokenError::BadSubject),
+        _ => Err(TokenError::SubjectNotString),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TokenError as E;
+    use super::*;
+    use serde_json::json;
+
+    const SECRET: &[u8] = b"test-secret-that-is-long-enough!";
+    const NOW: u64 = 1_700_000_000;
+
+    fn b64(bytes: &[u8]) -> String {
+        URL_SAFE_NO_PAD.encode(bytes)
+    }
+
+    fn b64_json(value: Value) -> String {
+        b64(value.to_string().as_bytes())
+    }
+
+    /// Appends an HS256 MAC of `message` (`header.payload` text), so crafted
+    /// tokens carry a MAC that matches the test secret.
+    fn with_mac(message: &str) -> String {
+        let key = EncodingKey::from_secret(SECRET);
+        let signature = jsonwebtoken::crypto::sign(message.as_bytes(), &key, Algorithm::HS256)
+            .expect("hmac signing");
+        format!("{message}.{signature}")
+    }
+
+    fn signed(header: Value, claims: Value) -> String {
+        with_mac(&format!("{}.{}", b64_json(header), b64_json(claims)))
+    }
+
+    fn hs256(claims: Value) -> String {
+        signed(json!({"alg": "HS256", "typ": "JWT"}), claims)
+    }
+
+    fn good_claims() -> Value {
+        json!({"sub": "alice", "exp": NOW + 60})
+    }
+
+    fn verify(token: &str) -> Result<VerifiedToken, TokenError> {
+        TokenVerifier::new(SECRET).verify(token, NOW)
+    }
+
+    #[test]
+    fn minted_token_is_accepted_with_its_user_and_expiry() {
+        let user = UserId::parse("user:42@shop").expect("valid id");
+        let token = mint(SECRET, &user, NOW + 3600);
+        let verified = verify(&token).expect("accepted");
+        assert_eq!(verified.user, user);
+        assert_eq!(verified.expires_at, NOW + 3600);
+    }
+
+    #[test]
+    fn token_is_valid_until_its_exp_second() {
+        let token = hs256(json!({"sub": "alice", "exp": NOW + 1}));
+        assert_eq!(verify(&token).map(|v| v.expires_at), Ok(NOW + 1));
+    }
+
+    #[test]
+    fn badly_shaped_or_encoded_tokens_are_refused() {
+        let header = b64(br#"{"alg":"HS256"}"#);
+        let claims = b64_json(good_claims());
+        let valid = hs256(good_claims());
+        let (message, _) = valid.rsplit_once('.').expect("three parts");
+        let dup_exp = br#"{"sub":"alice","exp":1,"exp":1800000000}"#;
+        let cases: &[(&str, String, E)] = &[
+            ("empty", String::new(), E::Malformed),
+            ("two parts", message.to_owned(), E::Malformed),
+            ("four parts", format!("{valid}.x"), E::Malformed),
+            ("empty header", format!(".{claims}.sig"), E::Malformed),
+            ("empty payload", format!("{header}..sig"), E::Malformed),
+            (
+                "header not base64",
+                format!("%%%.{claims}.sig"),
+                E::BadBase64,
+            ),
+            ("mac not base64", format!("{message}.%%%"), E::BadBase64),
+            (
+                "claims not base64",
+                with_mac(&format!("{header}.%%%")),
+                E::BadBase64,
+            ),
+            (
+                "header not json",
+                format!("{}.{claims}.sig", b64(b"{")),
+                E::BadJson,
+            ),
+            (
+                "claims not json",
+                with_mac(&format!("{header}.{}", b64(b"{"))),
+                E::BadJson,
+            ),
+            ("claims an array", hs256(json!([1, 2])), E::BadJson),
+            ("claims a string", hs256(json!("alice")), E::BadJson),
+            (
+                "duplicate exp",
+                with_mac(&format!("{header}.{}", b64(dup_exp))),
+                E::BadJson,
+            ),
+        ];
+        for (name, token, want) in cases {
+            assert_eq!(verify(token), Err(want.clone()), "{name}: {token}");
+        }
+    }
+
+    #[test]
+    fn any_algorithm_but_hs256_is_refused() {
+        let claims = b64_json(good_claims());
+        let alg_none = format!("{}.{claims}.", b64_json(json!({"alg": "none"})));
+        assert_eq!(verify(&alg_none), Err(E::UnsupportedAlgorithm));
+        // Each of these carries a valid HMAC made with the secret: an
+        // RS256 header must not turn the secret into an "RSA public key".
+        let headers = [
+            json!({"typ": "JWT"}),
+            json!({"alg": null}),
+            json!({"alg": "RS256"}),
+            json!({"alg": "HS512"}),
+            json!({"alg": "hs256"}),
+            json!({"alg": "NONE"}),
+        ];
+        for header in headers {
+            let token = signed(header.clone(), good_claims());
+            assert_eq!(verify(&token), Err(E::UnsupportedAlgorithm), "{header}");
+        }
+    }
+
+    #[test]
+    fn tokens_not_signed_with_the_secret_are_refused() {
+        let valid = hs256(good_claims());
+        let (message, mac) = valid.rsplit_once('.').expect("three parts");
+        let (header, _) = message.split_once('.').expect("two parts");
+        let mallory = b64_json(json!({"sub": "mallory", "exp": NOW + 60}));
+        let user = UserId::parse("alice").expect("valid id");
+        let cases = [
+            ("other secret", mint(b"another-secret", &user, NOW + 60)),
+            ("mac stripped", format!("{message}.")),
+            ("claims swapped", format!("{header}.{mallory}.{mac}")),
+        ];
+        for (name, token) in cases {
+            assert_eq!(verify(&token), Err(E::BadSignature), "{name}");
+        }
+    }
+
+    #[test]
+    fn each_bad_claim_is_refused_with_its_own_error() {
+        let expired = |expires_at| E::Expired {
+            expires_at,
+            now_secs: NOW,
+        };
+        let cases = [
+            (json!({"sub": "alice"}), E::MissingExpiry),
+            (json!({"sub": "alice", "exp": null}), E::MissingExpiry),
+            (json!({"sub": "alice", "exp": "1800000000"}), E::BadExpiry),
+            (json!({"sub": "alice", "exp": 1.8e9}), E::BadExpiry),
+            (json!({"sub": "alice", "exp": -1}), E::BadExpiry),
+            (json!({"sub": "alice", "exp": NOW - 1}), expired(NOW - 1)),
+            (json!({"sub": "alice", "exp": NOW}), expired(NOW)),
+            (json!({"exp": NOW + 60}), E::MissingSubject),
+            (json!({"sub": null, "exp": NOW + 60}), E::MissingSubject),
+            (json!({"sub": 42, "exp": NOW + 60}), E::SubjectNotString),
+            (
+                json!({"sub": "", "exp": NOW + 60}),
+                E::BadSubject(BadUserId::Empty),
+            ),
+            (
+                json!({"sub": "al ice", "exp": NOW + 60}),
+                E::BadSubject(BadUserId::BadCharacter),
+            ),
+            (
+                json!({"sub": "alice", "exp": NOW + 60, "aud": "billing"}),
+                E::UnexpectedAudience,
+            ),
+        ];
+        for (claims, want) in cases {
+            assert_eq!(verify(&hs256(claims.clone())), Err(want), "{claims}");
+        }
+    }
+
+    #[test]
+    fn secret_is_absent_from_debug_output() {
+        let debug = format!("{:?}", TokenVerifier::new(SECRET));
+        assert!(debug.contains("[redacted]"), "{debug}");
+        let secret = std::str::from_utf8(SECRET).expect("ascii");
+        assert!(!debug.contains(secret), "{debug}");
+        assert!(!debug.contains(&format!("{SECRET:?}")), "{debug}");
+    }
+
+    #[test]
+    fn bearer_extracts_the_token_from_an_authorization_value() {
+        let cases: &[(&str, Option<&str>)] = &[
+            ("Bearer abc.def.ghi", Some("abc.def.ghi")),
+            ("bearer abc", Some("abc")),
+            ("BEARER abc", Some("abc")),
+            ("  Bearer    abc  ", Some("abc")),
+            ("Bearer", None),
+            ("Bearer ", None),
+            ("Bearer    ", None),
+            ("Basic abc", None),
+            ("Bearerabc", None),
+            ("abc", None),
+            ("", None),
+        ];
+        for (value, want) in cases {
+            assert_eq!(bearer(value), *want, "{value:?}");
+        }
+    }
+}

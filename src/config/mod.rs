@@ -1,0 +1,550 @@
+//! The configuration tree, its environment overlay and validation.
+//!
+//! A configuration is built in three steps, each a plain function:
+//!
+//! 1. the TOML file is parsed into [`Config`]; keys it omits keep their
+//!    built-in defaults, unknown keys are errors ([`Config::from_toml_str`]);
+//! 2. `PUSHGATE_<SECTION>_<KEY>` environment variables override single keys
+//!    ([`Config::apply_env`], a pure function over the pairs it is given);
+//! 3. [`Config::validate`] checks every rule and reports every problem at
+//!    once, one line each, starting with the dotted path of the key.
+//!
+//! [`Config::load`] runs all three and refuses a configuration that fails
+//! any of them, so the process never starts half-configured.
+
+use std::fmt;
+use std::net::{AddrParseError, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use toml::{Table, Value};
+
+mod env;
+mod mask;
+mod validate;
+
+/// The `auth.secret` shipped in the repository's `config.toml`, a
+/// development value. The binary warns when it is in use.
+pub const SHIPPED_DEV_SECRET: &str = "dev-only-secret-replace-in-production-7f3a9c2e";
+
+/// The `auth.api_key` shipped in the repository's `config.toml`, a
+/// development value. The binary warns when it is in use.
+pub const SHIPPED_DEV_API_KEY: &str = "dev-only-api-key-replace-in-production-4b8d1e6a";
+
+/// Shortest accepted `auth.secret` and `auth.api_key`, in bytes.
+pub const MIN_SECRET_BYTES: usize = 16;
+
+/// Prefix of every environment variable that overrides a key.
+const ENV_PREFIX: &str = "PUSHGATE_";
+
+/// `PUSHGATE_` variables the binary reads itself; the overlay skips them.
+const RESERVED_ENV: &[&str] = &["PUSHGATE_CONFIG", "PUSHGATE_LOG"];
+
+/// Keys whose default is absent (`None`), so the serialized defaults do not
+/// show them; all of them are strings.
+const OPTIONAL_STRING_KEYS: &[(&str, &str)] = &[("metrics", "listen")];
+
+/// Largest accepted `limits.max_push_bytes`: 16 MiB.
+const MAX_PUSH_BYTES_LIMIT: usize = 16 * 1024 * 1024;
+
+/// The whole configuration: one field per `[section]` of `config.toml`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// `[server]`: the listener and shutdown.
+    pub server: ServerConfig,
+    /// `[session]`: transport timeouts and connection limits.
+    pub session: SessionConfig,
+    /// `[timer]`: geometry of the timing wheel.
+    pub timer: TimerConfig,
+    /// `[history]`: per-stream message history for cursors.
+    pub history: HistoryConfig,
+    /// `[auth]`: client tokens, backend key, origins.
+    pub auth: AuthConfig,
+    /// `[limits]`: sizes and rates.
+    pub limits: LimitsConfig,
+    /// `[broker]`: the bus between gateway instances.
+    pub broker: BrokerConfig,
+    /// `[metrics]`: the Prometheus endpoint.
+    pub metrics: MetricsConfig,
+    /// `[demo]`: development helpers.
+    pub demo: DemoConfig,
+}
+
+/// `[server]`: where the gateway listens and how it shuts down.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Socket address (`ip:port`) of the main listener. Default
+    /// `"0.0.0.0:8080"`; port 0 picks a free port (tests do this).
+    pub listen: String,
+    /// Seconds to wait on shutdown for connections to leave after they were
+    /// told to reconnect. Default 10; 0 exits without waiting.
+    pub drain_timeout_secs: u64,
+    /// Seconds a client has to send complete request headers before its
+    /// connection is closed (slow-client protection). Default 10; must be > 0.
+    pub header_timeout_secs: u64,
+    /// Directory served at `/` (the demo page and `pushgate.js`), relative to
+    /// the working directory. Default `"static"`.
+    pub static_dir: String,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: "0.0.0.0:8080".to_owned(),
+            drain_timeout_secs: 10,
+            header_timeout_secs: 10,
+            static_dir: "static".to_owned(),
+        }
+    }
+}
+
+impl ServerConfig {
+    /// `listen` as a socket address.
+    pub fn listen_addr(&self) -> Result<SocketAddr, AddrParseError> {
+        self.listen.parse()
+    }
+
+    /// `drain_timeout_secs` as a duration.
+    pub fn drain_timeout(&self) -> Duration {
+        Duration::from_secs(self.drain_timeout_secs)
+    }
+
+    /// `header_timeout_secs` as a duration.
+    pub fn header_timeout(&self) -> Duration {
+        Duration::from_secs(self.header_timeout_secs)
+    }
+}
+
+/// `[session]`: how long connections and sessions live, and how many.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SessionConfig {
+    /// Seconds a long-poll request is held open when there is nothing to
+    /// send; it then answers empty. Default 25; must be > 0 and less than
+    /// `session_ttl_secs`.
+    pub poll_timeout_secs: u64,
+    /// Seconds a long-poll user's session (and its queued messages) lives
+    /// between two polls. Default 60; must be > 0.
+    pub session_ttl_secs: u64,
+    /// Seconds a WebSocket or SSE connection may stay silent (no frame, no
+    /// pong) before it is closed. Default 60; must be > 0.
+    pub idle_timeout_secs: u64,
+    /// Seconds between server pings on WebSocket and SSE. Default 25; must
+    /// be > 0 and less than `idle_timeout_secs`.
+    pub ping_interval_secs: u64,
+    /// Most connections the process holds over all transports; more are
+    /// refused. Default 19000; must be >= 1.
+    pub max_connections: usize,
+    /// Most simultaneous connections of one user id; a new one replaces the
+    /// oldest. Default 8; must be >= 1.
+    pub max_connections_per_user: usize,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        Self {
+            poll_timeout_secs: 25,
+            session_ttl_secs: 60,
+            idle_timeout_secs: 60,
+            ping_interval_secs: 25,
+            max_connections: 19_000,
+            max_connections_per_user: 8,
+        }
+    }
+}
+
+impl SessionConfig {
+    /// `poll_timeout_secs` as a duration.
+    pub fn poll_timeout(&self) -> Duration {
+        Duration::from_secs(self.poll_timeout_secs)
+    }
+
+    /// `session_ttl_secs` as a duration.
+    pub fn session_ttl(&self) -> Duration {
+        Duration::from_secs(self.session_ttl_secs)
+    }
+
+    /// `idle_timeout_secs` as a duration.
+    pub fn idle_timeout(&self) -> Duration {
+        Duration::from_secs(self.idle_timeout_secs)
+    }
+
+    /// `ping_interval_secs` as a duration.
+    pub fn ping_interval(&self) -> Duration {
+        Duration::from_secs(self.ping_interval_secs)
+    }
+}
+
+/// `[timer]`: the hashed timing wheel that holds every timeout.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TimerConfig {
+    /// Milliseconds per wheel tick: the resolution of every timeout.
+    /// Default 100; must be in 1..=1000.
+    pub tick_ms: u64,
+    /// Number of wheel slots; one turn of the wheel is `slots * tick_ms`.
+    /// Default 4096; must be a power of two in 16..=1048576.
+    pub slots: usize,
+}
+
+impl Default for TimerConfig {
+    fn default() -> Self {
+        Self {
+            tick_ms: 100,
+            slots: 4096,
+        }
+    }
+}
+
+impl TimerConfig {
+    /// `tick_ms` as a duration.
+    pub fn tick(&self) -> Duration {
+        Duration::from_millis(self.tick_ms)
+    }
+}
+
+/// `[history]`: recent messages kept per stream so cursors can resume.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HistoryConfig {
+    /// Messages kept per stream (the broadcast stream and each user's).
+    /// Default 100; 0 keeps none (every resume reports a gap); at most 100000.
+    pub size: usize,
+    /// Seconds a message stays in history, and how long a push `id` is
+    /// remembered for de-duplication. Default 300; must be > 0.
+    pub ttl_secs: u64,
+}
+
+impl Default for HistoryConfig {
+    fn default() -> Self {
+        Self {
+            size: 100,
+            ttl_secs: 300,
+        }
+    }
+}
+
+impl HistoryConfig {
+    /// `ttl_secs` as a duration.
+    pub fn ttl(&self) -> Duration {
+        Duration::from_secs(self.ttl_secs)
+    }
+}
+
+/// `[auth]`: who may connect and who may push.
+///
+/// Its `Debug` masks `secret` and `api_key`, so logging a config never
+/// leaks them.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    /// HS256 key that signs client tokens (JWT). Default empty, which fails
+    /// validation: it must be set, at least 16 bytes.
+    pub secret: String,
+    /// Bearer key backends present on `POST /push` and other backend
+    /// endpoints. Default empty, which fails validation: at least 16 bytes.
+    pub api_key: String,
+    /// Also accept `?uid=<user id>` without a token (load tests, local
+    /// demos). Default false.
+    pub anonymous: bool,
+    /// Origins browsers may connect from: `"*"` (any) or exact origins
+    /// `scheme://host[:port]` without a path. Default `["*"]`; must not be
+    /// empty. Requests without an `Origin` header are not refused for it.
+    pub allowed_origins: Vec<String>,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        Self {
+            secret: String::new(),
+            api_key: String::new(),
+            anonymous: false,
+            allowed_origins: vec!["*".to_owned()],
+        }
+    }
+}
+
+impl AuthConfig {
+    /// True when `secret` or `api_key` is the development value shipped in
+    /// `config.toml`, which must never reach production.
+    pub fn uses_shipped_dev_values(&self) -> bool {
+        self.secret == SHIPPED_DEV_SECRET || self.api_key == SHIPPED_DEV_API_KEY
+    }
+}
+
+/// `[limits]`: sizes and rates that protect the gateway.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Largest `POST /push` body, in bytes; larger gets `413`. Default
+    /// 65536; must be in 64..=16777216 (16 MiB).
+    pub max_push_bytes: usize,
+    /// Most user ids in one push's `to` list; more gets `400
+    /// too_many_users`. Default 1000; must be >= 1.
+    pub max_push_users: usize,
+    /// Largest frame a client may send on a WebSocket, in bytes; larger
+    /// closes the connection. Default 4096; must be >= 64.
+    pub max_client_frame_bytes: usize,
+    /// Frames queued per connection before it counts as a slow consumer and
+    /// is closed. Default 256; must be >= 1.
+    pub outbound_queue: usize,
+    /// Accepted `POST /push` requests per second for the whole process;
+    /// more get `429`. Default 1000; 0 means unlimited.
+    pub push_rate_per_sec: u32,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            max_push_bytes: 65_536,
+            max_push_users: 1000,
+            max_client_frame_bytes: 4096,
+            outbound_queue: 256,
+            push_rate_per_sec: 1000,
+        }
+    }
+}
+
+/// Which bus carries messages between gateway instances.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BrokerKind {
+    /// In-process bus: a single instance, history lost on restart.
+    #[default]
+    Memory,
+    /// Redis pub/sub and shared history: several instances behind a
+    /// load balancer.
+    Redis,
+}
+
+/// `[broker]`: the bus between gateway instances.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BrokerConfig {
+    /// `"memory"` (embedded, the default) or `"redis"`.
+    pub kind: BrokerKind,
+    /// Redis URL, used when `kind = "redis"`. Default
+    /// `"redis://127.0.0.1:6379"`.
+    pub url: String,
+    /// Prefix of every Redis key and channel, so instances of different
+    /// deployments can share one Redis. Default `"pushgate"`; must not be
+    /// empty.
+    pub key_prefix: String,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        Self {
+            kind: BrokerKind::Memory,
+            url: "redis://127.0.0.1:6379".to_owned(),
+            key_prefix: "pushgate".to_owned(),
+        }
+    }
+}
+
+/// `[metrics]`: the Prometheus endpoint.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Socket address of a separate metrics listener. Default none: metrics
+    /// are served on the main listener at `/metrics`.
+    pub listen: Option<String>,
+}
+
+impl MetricsConfig {
+    /// `listen` as a socket address, `None` when unset.
+    pub fn listen_addr(&self) -> Result<Option<SocketAddr>, AddrParseError> {
+        self.listen.as_deref().map(str::parse).transpose()
+    }
+}
+
+/// `[demo]`: development helpers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DemoConfig {
+    /// Adds `/demo/token` and `/demo/push` (unauthenticated token minting
+    /// and pushing) for the demo page. Default false; must be off in
+    /// production.
+    pub enabled: bool,
+}
+
+/// Why a configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The config file could not be read.
+    #[error("cannot read config file {}: {source}", path.display())]
+    Io {
+        /// The file that was asked for.
+        path: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or does not fit the config tree (unknown
+    /// key, wrong type); the message names the key and line.
+    #[error("invalid config file: {0}")]
+    Parse(String),
+    /// A `PUSHGATE_*` environment variable names no key or has a bad value.
+    #[error("environment variable {var}: {message}")]
+    Env {
+        /// The variable's name.
+        var: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The values parse but break rules; every problem is listed.
+    #[error("invalid configuration:\n{0}")]
+    Invalid(ConfigErrors),
+}
+
+/// Every rule a configuration breaks, one line each, starting with the
+/// dotted path of the key: `session.outbound_queue: must be > 0, got 0`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConfigErrors {
+    problems: Vec<String>,
+}
+
+impl ConfigErrors {
+    /// The problems, in the order of the config file.
+    pub fn problems(&self) -> &[String] {
+        &self.problems
+    }
+
+    /// Records one problem with the key at `path`.
+    fn push(&mut self, path: &str, message: impl fmt::Display) {
+        self.problems.push(format!("{path}: {message}"));
+    }
+
+    /// Records a problem with `path` unless `ok`.
+    fn check(&mut self, ok: bool, path: &str, message: impl fmt::Display) {
+        if !ok {
+            self.push(path, message);
+        }
+    }
+}
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.problems.join("\n"))
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+impl Config {
+    /// Parses a TOML document; omitted keys keep their defaults, unknown
+    /// keys are errors. Does not validate: see [`Config::load`].
+    pub fn from_toml_str(text: &str) -> Result<Config, ConfigError> {
+        toml::from_str(text).map_err(|err| ConfigError::Parse(err.to_string()))
+    }
+
+    /// Reads `path`, applies the environment overlay from `env` and
+    /// validates: the only way the binary builds a configuration from a
+    /// file. A missing file is an error naming it.
+    pub fn load(
+        path: &Path,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        let config = Config::from_toml_str(&text).map_err(|err| match err {
+            ConfigError::Parse(message) => {
+                ConfigError::Parse(format!("{}: {message}", path.display()))
+            }
+            other => other,
+        })?;
+        config.apply_env(env)?.validated()
+    }
+
+    /// Built-in defaults plus the environment overlay, validated: for
+    /// running without a config file.
+    pub fn load_without_file(
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Config, ConfigError> {
+        Config::default().apply_env(env)?.validated()
+    }
+
+    /// Overrides keys from `PUSHGATE_<SECTION>_<KEY>` pairs, for example
+    /// `PUSHGATE_SESSION_IDLE_TIMEOUT_SECS=30`. Values are typed by the key:
+    /// integers, `true`/`false`, strings, and comma-separated lists for
+    /// arrays. Names without the prefix are ignored, as are the binary's own
+    /// `PUSHGATE_CONFIG` and `PUSHGATE_LOG`; any other `PUSHGATE_` name that
+    /// matches no key is an error, like a typo in the file.
+    pub fn apply_env(
+        self,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Config, ConfigError> {
+        let mut vars: Vec<(String, String)> = env
+            .into_iter()
+            .filter(|(var, _)| var.starts_with(ENV_PREFIX) && !RESERVED_ENV.contains(&var.as_str()))
+            .collect();
+        if vars.is_empty() {
+            return Ok(self);
+        }
+        vars.sort();
+        let schema = to_table(&Config::default())?;
+        let mut table = to_table(&self)?;
+        for (var, raw) in &vars {
+            env::apply(&schema, &mut table, var, raw)?;
+        }
+        table
+            .try_into()
+            .map_err(|err: toml::de::Error| ConfigError::Parse(err.to_string()))
+    }
+
+    /// Checks every rule and returns every problem at once.
+    pub fn validate(&self) -> Result<(), ConfigErrors> {
+        let mut errors = ConfigErrors::default();
+        validate::server(&self.server, &mut errors);
+        validate::session(&self.session, &mut errors);
+        validate::timer(&self.timer, &mut errors);
+        validate::history(&self.history, &mut errors);
+        validate::auth(&self.auth, &mut errors);
+        validate::limits(&self.limits, &mut errors);
+        validate::broker(&self.broker, &mut errors);
+        validate::metrics(&self.metrics, &self.server, &mut errors);
+        if errors.problems.is_empty() {
+            Ok(())
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// The effective configuration as TOML with `auth.secret` and
+    /// `auth.api_key` shown as `***` (for `pushgate check-config`). An unset
+    /// `metrics.listen` shows as a comment.
+    pub fn to_masked_toml(&self) -> String {
+        let masked = Config {
+            auth: self.auth.masked(),
+            ..self.clone()
+        };
+        let text =
+            toml::to_string(&masked).expect("the config tree has only TOML-representable values");
+        if self.metrics.listen.is_none() {
+            return text.replacen(
+                "[metrics]\n",
+                "[metrics]\n# listen unset: /metrics is served on server.listen\n",
+                1,
+            );
+        }
+        text
+    }
+
+    /// `self` if it validates.
+    fn validated(self) -> Result<Config, ConfigError> {
+        self.validate().map_err(ConfigError::Invalid)?;
+        Ok(self)
+    }
+}
+
+/// The config as a TOML table, the form the overlay edits.
+fn to_table(config: &Config) -> Result<Table, ConfigError> {
+    Table::try_from(config).map_err(|err| ConfigError::Parse(err.to_string()))
+}
+
+#[cfg(test)]
+mod tests;

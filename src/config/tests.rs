@@ -1,0 +1,346 @@
+//! Unit tests of the config tree, the overlay and the rules.
+
+use super::mask::MASK;
+use super::*;
+
+const SHIPPED: &str = include_str!("../../config.toml");
+
+fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+/// Defaults plus credentials: the smallest configuration that validates.
+fn valid() -> Config {
+    let mut config = Config::default();
+    config.auth.secret = "s".repeat(32);
+    config.auth.api_key = "k".repeat(32);
+    config
+}
+
+#[test]
+fn shipped_config_parses_and_validates() {
+    let config = Config::from_toml_str(SHIPPED).expect("shipped config parses");
+    config.validate().expect("shipped config validates");
+    assert_eq!(config.server.listen, "127.0.0.1:8080");
+    assert_eq!(config.auth.secret, SHIPPED_DEV_SECRET);
+    assert_eq!(config.auth.api_key, SHIPPED_DEV_API_KEY);
+    assert!(config.auth.uses_shipped_dev_values());
+    assert!(config.demo.enabled);
+    assert_eq!(config.metrics.listen, None);
+}
+
+#[test]
+fn shipped_config_differs_from_defaults_only_where_documented() {
+    let mut config = Config::from_toml_str(SHIPPED).expect("shipped config parses");
+    config.server.listen = ServerConfig::default().listen;
+    config.auth.secret = String::new();
+    config.auth.api_key = String::new();
+    config.demo.enabled = false;
+    assert_eq!(config, Config::default());
+}
+
+#[test]
+fn shipped_config_lists_every_key() {
+    let shipped: Table = toml::from_str(SHIPPED).expect("shipped config parses");
+    let defaults = to_table(&Config::default()).expect("defaults serialize");
+    for (section, fields) in &defaults {
+        let Value::Table(fields) = fields else {
+            panic!("[{section}] is not a table");
+        };
+        let listed = shipped[section].as_table().expect("section present");
+        for key in fields.keys() {
+            assert!(listed.contains_key(key), "{section}.{key} missing");
+        }
+    }
+    assert!(SHIPPED.contains("# listen = \"127.0.0.1:9100\""));
+    assert!(SHIPPED_DEV_SECRET.len() >= 32 && SHIPPED_DEV_API_KEY.len() >= 32);
+}
+
+#[test]
+fn defaults_round_trip_through_toml() {
+    let text = toml::to_string(&Config::default()).expect("defaults serialize");
+    assert_eq!(
+        Config::from_toml_str(&text).expect("parses"),
+        Config::default()
+    );
+    assert_eq!(
+        Config::from_toml_str("").expect("parses"),
+        Config::default()
+    );
+}
+
+#[test]
+fn omitted_keys_keep_defaults() {
+    let config = Config::from_toml_str("[session]\nidle_timeout_secs = 90\n").expect("parses");
+    assert_eq!(config.session.idle_timeout_secs, 90);
+    assert_eq!(config.session.ping_interval_secs, 25);
+    assert_eq!(config.timer, TimerConfig::default());
+}
+
+#[test]
+fn unknown_or_mistyped_key_in_file_is_named() {
+    let cases = [
+        ("[session]\nidle_timout_secs = 5\n", "idle_timout_secs"),
+        ("[sesion]\nidle_timeout_secs = 5\n", "sesion"),
+        ("[timer]\ntick_ms = \"fast\"\n", "tick_ms"),
+        ("[broker]\nkind = \"kafka\"\n", "kafka"),
+    ];
+    for (text, named) in cases {
+        let err = Config::from_toml_str(text).expect_err(text).to_string();
+        assert!(err.contains(named), "{err:?} should name {named}");
+        assert!(err.contains("line"), "{err:?} should name the line");
+    }
+}
+
+#[test]
+fn env_overlay_sets_typed_values() {
+    let config = Config::default()
+        .apply_env(env(&[
+            ("PUSHGATE_SERVER_LISTEN", "127.0.0.1:9000"),
+            ("PUSHGATE_SESSION_IDLE_TIMEOUT_SECS", "30"),
+            ("PUSHGATE_AUTH_ANONYMOUS", "true"),
+            (
+                "PUSHGATE_AUTH_ALLOWED_ORIGINS",
+                "https://a.example, https://b.example",
+            ),
+            ("PUSHGATE_BROKER_KIND", "redis"),
+            ("PUSHGATE_METRICS_LISTEN", "127.0.0.1:9100"),
+            ("PUSHGATE_LIMITS_PUSH_RATE_PER_SEC", "0"),
+            ("PUSHGATE_CONFIG", "/etc/pushgate.toml"),
+            ("PUSHGATE_LOG", "debug"),
+            ("HOME", "/root"),
+        ]))
+        .expect("overlay applies");
+    assert_eq!(config.server.listen, "127.0.0.1:9000");
+    assert_eq!(config.session.idle_timeout(), Duration::from_secs(30));
+    assert!(config.auth.anonymous);
+    assert_eq!(
+        config.auth.allowed_origins,
+        ["https://a.example", "https://b.example"]
+    );
+    assert_eq!(config.broker.kind, BrokerKind::Redis);
+    assert_eq!(config.metrics.listen.as_deref(), Some("127.0.0.1:9100"));
+    assert_eq!(config.limits.push_rate_per_sec, 0);
+    assert_eq!(config.session.ping_interval_secs, 25);
+}
+
+#[test]
+fn env_overlay_overrides_the_file() {
+    let file = Config::from_toml_str("[history]\nsize = 5\n").expect("parses");
+    let config = file
+        .apply_env(env(&[("PUSHGATE_HISTORY_SIZE", "7")]))
+        .expect("overlay applies");
+    assert_eq!(config.history.size, 7);
+}
+
+#[test]
+fn env_overlay_rejects_unknown_names_and_bad_values() {
+    let cases = [
+        (
+            "PUSHGATE_SESSION_IDLE_TIMOUT_SECS",
+            "30",
+            "names no configuration key",
+        ),
+        ("PUSHGATE_NOPE_LISTEN", "x", "names no configuration key"),
+        ("PUSHGATE_LISTEN", "x", "names no configuration key"),
+        ("PUSHGATE_SESSION_IDLE_TIMEOUT_SECS", "soon", "\"soon\""),
+        ("PUSHGATE_SESSION_IDLE_TIMEOUT_SECS", "-1", "\"-1\""),
+        ("PUSHGATE_AUTH_ANONYMOUS", "yes", "\"yes\""),
+        ("PUSHGATE_BROKER_KIND", "kafka", "\"kafka\""),
+    ];
+    for (var, value, expected) in cases {
+        let err = Config::default()
+            .apply_env(env(&[(var, value)]))
+            .expect_err(var);
+        let ConfigError::Env { var: named, .. } = &err else {
+            panic!("{var}={value}: expected an env error, got {err}");
+        };
+        assert_eq!(named, var);
+        let text = err.to_string();
+        assert!(text.contains(var) && text.contains(expected), "{text:?}");
+    }
+}
+
+#[test]
+fn validate_reports_every_problem_with_its_path() {
+    let mut config = Config::default();
+    config.server.listen = "localhost".to_owned();
+    config.session.ping_interval_secs = 60;
+    config.timer.slots = 1000;
+    config.limits.outbound_queue = 0;
+    config.auth.api_key = "short".to_owned();
+    config.auth.allowed_origins = vec!["*".to_owned(), "https://a.example/app".to_owned()];
+    let errors = config.validate().expect_err("invalid").problems().to_vec();
+    let expected = [
+        "server.listen: must be a socket address like 127.0.0.1:8080, got \"localhost\"",
+        "session.ping_interval_secs: must be less than session.idle_timeout_secs (60), got 60",
+        "timer.slots: must be a power of two in 16..=1048576, got 1000",
+        "auth.secret: must be set (at least 16 bytes)",
+        "auth.api_key: must be at least 16 bytes, got 5 bytes",
+        "auth.allowed_origins[1]: must be an origin without a path, query or fragment, \
+         got \"https://a.example/app\"",
+        "limits.outbound_queue: must be > 0, got 0",
+    ];
+    assert_eq!(errors, expected);
+}
+
+#[test]
+fn validate_checks_each_rule() {
+    type Edit = fn(&mut Config);
+    let cases: &[(Edit, &str)] = &[
+        (
+            |c| c.server.header_timeout_secs = 0,
+            "server.header_timeout_secs",
+        ),
+        (
+            |c| c.session.poll_timeout_secs = 0,
+            "session.poll_timeout_secs",
+        ),
+        (
+            |c| c.session.poll_timeout_secs = 60,
+            "session.poll_timeout_secs",
+        ),
+        (
+            |c| c.session.session_ttl_secs = 0,
+            "session.session_ttl_secs",
+        ),
+        (
+            |c| c.session.idle_timeout_secs = 0,
+            "session.idle_timeout_secs",
+        ),
+        (
+            |c| c.session.ping_interval_secs = 0,
+            "session.ping_interval_secs",
+        ),
+        (|c| c.session.max_connections = 0, "session.max_connections"),
+        (
+            |c| c.session.max_connections_per_user = 0,
+            "session.max_connections_per_user",
+        ),
+        (|c| c.timer.tick_ms = 0, "timer.tick_ms"),
+        (|c| c.timer.tick_ms = 1001, "timer.tick_ms"),
+        (|c| c.timer.slots = 8, "timer.slots"),
+        (|c| c.timer.slots = 1 << 21, "timer.slots"),
+        (|c| c.history.size = 100_001, "history.size"),
+        (|c| c.history.ttl_secs = 0, "history.ttl_secs"),
+        (|c| c.auth.allowed_origins.clear(), "auth.allowed_origins"),
+        (|c| c.limits.max_push_bytes = 63, "limits.max_push_bytes"),
+        (
+            |c| c.limits.max_push_bytes = (16 << 20) + 1,
+            "limits.max_push_bytes",
+        ),
+        (|c| c.limits.max_push_users = 0, "limits.max_push_users"),
+        (
+            |c| c.limits.max_client_frame_bytes = 63,
+            "limits.max_client_frame_bytes",
+        ),
+        (|c| c.broker.key_prefix.clear(), "broker.key_prefix"),
+        (
+            |c| {
+                c.broker.kind = BrokerKind::Redis;
+                c.broker.url = "http://x".to_owned();
+            },
+            "broker.url",
+        ),
+        (
+            |c| c.metrics.listen = Some("nope".to_owned()),
+            "metrics.listen",
+        ),
+        (
+            |c| c.metrics.listen = Some(c.server.listen.clone()),
+            "metrics.listen",
+        ),
+    ];
+    valid().validate().expect("baseline validates");
+    for (edit, path) in cases {
+        let mut config = valid();
+        edit(&mut config);
+        let errors = config.validate().expect_err(path);
+        assert_eq!(errors.problems().len(), 1, "{errors}");
+        assert!(
+            errors.problems()[0].starts_with(&format!("{path}: ")),
+            "{errors}"
+        );
+    }
+}
+
+#[test]
+fn origins_are_star_or_scheme_host_port() {
+    let cases = [
+        ("*", true),
+        ("https://app.example.com", true),
+        ("http://localhost:8080", true),
+        ("http://127.0.0.1:3000", true),
+        ("http://[::1]:8080", true),
+        ("app.example.com", false),
+        ("https://app.example.com/", false),
+        ("https://app.example.com?x=1", false),
+        ("https://", false),
+        ("https://a.example:99999", false),
+        ("https://a.example:", false),
+        ("https://user@a.example", false),
+        ("https://[zz]", false),
+        ("*.example.com", false),
+    ];
+    for (origin, ok) in cases {
+        assert_eq!(validate::check_origin(origin).is_ok(), ok, "{origin}");
+    }
+}
+
+#[test]
+fn masked_toml_and_debug_hide_credentials() {
+    let config = valid();
+    let masked = config.to_masked_toml();
+    let debug = format!("{config:?}");
+    for shown in [&masked, &debug] {
+        assert!(!shown.contains(&config.auth.secret), "{shown}");
+        assert!(!shown.contains(&config.auth.api_key), "{shown}");
+        assert!(shown.contains(MASK), "{shown}");
+    }
+    assert!(masked.contains("# listen unset"), "{masked}");
+    let reparsed = Config::from_toml_str(&masked).expect("masked output parses");
+    assert_eq!(reparsed.auth.secret, MASK);
+    assert_eq!(reparsed.session, config.session);
+}
+
+#[test]
+fn load_applies_env_and_refuses_invalid_configs() {
+    let dir = std::env::temp_dir().join(format!("pushgate-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("config.toml");
+    std::fs::write(&path, SHIPPED).expect("write config");
+
+    let config = Config::load(&path, env(&[("PUSHGATE_TIMER_TICK_MS", "50")])).expect("loads");
+    assert_eq!(config.timer.tick(), Duration::from_millis(50));
+
+    let err = Config::load(&path, env(&[("PUSHGATE_TIMER_TICK_MS", "0")])).expect_err("invalid");
+    assert!(matches!(err, ConfigError::Invalid(_)), "{err}");
+    assert!(
+        err.to_string()
+            .contains("timer.tick_ms: must be in 1..=1000, got 0")
+    );
+
+    let missing = dir.join("missing.toml");
+    let err = Config::load(&missing, env(&[])).expect_err("missing file");
+    assert!(err.to_string().contains("missing.toml"), "{err}");
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+#[test]
+fn load_without_file_needs_credentials_from_env() {
+    let err = Config::load_without_file(env(&[])).expect_err("no secret");
+    assert!(
+        err.to_string().contains("auth.secret: must be set"),
+        "{err}"
+    );
+    let config = Config::load_without_file(env(&[
+        ("PUSHGATE_AUTH_SECRET", &"s".repeat(16)),
+        ("PUSHGATE_AUTH_API_KEY", &"k".repeat(16)),
+    ]))
+    .expect("loads");
+    assert_eq!(config.server.listen_addr().expect("addr").port(), 8080);
+    assert_eq!(config.metrics.listen_addr().expect("unset"), None);
+}

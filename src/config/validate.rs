@@ -1,0 +1,258 @@
+//! The rules, one function per section.
+
+use super::{
+    AuthConfig, BrokerConfig, BrokerKind, ConfigErrors, HistoryConfig, LimitsConfig,
+    MAX_PUSH_BYTES_LIMIT, MIN_SECRET_BYTES, MetricsConfig, ServerConfig, SessionConfig,
+    TimerConfig,
+};
+use std::net::{Ipv6Addr, SocketAddr};
+
+pub(super) fn server(server: &ServerConfig, errors: &mut ConfigErrors) {
+    socket_addr("server.listen", &server.listen, errors);
+    positive(
+        "server.header_timeout_secs",
+        server.header_timeout_secs,
+        errors,
+    );
+}
+
+pub(super) fn session(session: &SessionConfig, errors: &mut ConfigErrors) {
+    positive(
+        "session.poll_timeout_secs",
+        session.poll_timeout_secs,
+        errors,
+    );
+    positive("session.session_ttl_secs", session.session_ttl_secs, errors);
+    positive(
+        "session.idle_timeout_secs",
+        session.idle_timeout_secs,
+        errors,
+    );
+    positive(
+        "session.ping_interval_secs",
+        session.ping_interval_secs,
+        errors,
+    );
+    less_than(
+        ("session.ping_interval_secs", session.ping_interval_secs),
+        ("session.idle_timeout_secs", session.idle_timeout_secs),
+        errors,
+    );
+    less_than(
+        ("session.poll_timeout_secs", session.poll_timeout_secs),
+        ("session.session_ttl_secs", session.session_ttl_secs),
+        errors,
+    );
+    positive(
+        "session.max_connections",
+        session.max_connections as u64,
+        errors,
+    );
+    positive(
+        "session.max_connections_per_user",
+        session.max_connections_per_user as u64,
+        errors,
+    );
+}
+
+pub(super) fn timer(timer: &TimerConfig, errors: &mut ConfigErrors) {
+    in_range("timer.tick_ms", timer.tick_ms, 1, 1000, errors);
+    errors.check(
+        timer.slots.is_power_of_two() && (16..=1_048_576).contains(&timer.slots),
+        "timer.slots",
+        format_args!(
+            "must be a power of two in 16..=1048576, got {}",
+            timer.slots
+        ),
+    );
+}
+
+pub(super) fn history(history: &HistoryConfig, errors: &mut ConfigErrors) {
+    in_range("history.size", history.size as u64, 0, 100_000, errors);
+    positive("history.ttl_secs", history.ttl_secs, errors);
+}
+
+pub(super) fn auth(auth: &AuthConfig, errors: &mut ConfigErrors) {
+    secret("auth.secret", &auth.secret, errors);
+    secret("auth.api_key", &auth.api_key, errors);
+    errors.check(
+        !auth.allowed_origins.is_empty(),
+        "auth.allowed_origins",
+        "must not be empty (use [\"*\"] to allow every origin), got []",
+    );
+    for (index, origin) in auth.allowed_origins.iter().enumerate() {
+        if let Err(why) = check_origin(origin) {
+            errors.push(
+                &format!("auth.allowed_origins[{index}]"),
+                format_args!("{why}, got {origin:?}"),
+            );
+        }
+    }
+}
+
+pub(super) fn limits(limits: &LimitsConfig, errors: &mut ConfigErrors) {
+    let max_push = MAX_PUSH_BYTES_LIMIT as u64;
+    in_range(
+        "limits.max_push_bytes",
+        limits.max_push_bytes as u64,
+        64,
+        max_push,
+        errors,
+    );
+    positive(
+        "limits.max_push_users",
+        limits.max_push_users as u64,
+        errors,
+    );
+    errors.check(
+        limits.max_client_frame_bytes >= 64,
+        "limits.max_client_frame_bytes",
+        format_args!("must be >= 64, got {}", limits.max_client_frame_bytes),
+    );
+    positive(
+        "limits.outbound_queue",
+        limits.outbound_queue as u64,
+        errors,
+    );
+}
+
+pub(super) fn broker(broker: &BrokerConfig, errors: &mut ConfigErrors) {
+    const SCHEMES: [&str; 4] = ["redis://", "rediss://", "redis+unix://", "unix://"];
+    if broker.kind == BrokerKind::Redis {
+        errors.check(
+            SCHEMES.iter().any(|scheme| broker.url.starts_with(scheme)),
+            "broker.url",
+            format_args!(
+                "must start with redis://, rediss://, redis+unix:// or unix://, got {:?}",
+                broker.url
+            ),
+        );
+    }
+    errors.check(
+        !broker.key_prefix.is_empty(),
+        "broker.key_prefix",
+        "must not be empty, got \"\"",
+    );
+}
+
+pub(super) fn metrics(metrics: &MetricsConfig, server: &ServerConfig, errors: &mut ConfigErrors) {
+    let Some(listen) = &metrics.listen else {
+        return;
+    };
+    let Some(addr) = socket_addr("metrics.listen", listen, errors) else {
+        return;
+    };
+    let same_as_main = server.listen.parse::<SocketAddr>().ok() == Some(addr);
+    errors.check(
+        addr.port() == 0 || !same_as_main,
+        "metrics.listen",
+        format_args!("must differ from server.listen (or be left unset), got {listen:?}"),
+    );
+}
+
+/// Parses `value` as `ip:port`, recording a problem if it is not one.
+fn socket_addr(path: &str, value: &str, errors: &mut ConfigErrors) -> Option<SocketAddr> {
+    let addr = value.parse().ok();
+    errors.check(
+        addr.is_some(),
+        path,
+        format_args!("must be a socket address like 127.0.0.1:8080, got {value:?}"),
+    );
+    addr
+}
+
+/// Requires `value < bound`; skipped when either is 0, which `positive`
+/// already reports.
+fn less_than(
+    (path, value): (&str, u64),
+    (bound_path, bound): (&str, u64),
+    errors: &mut ConfigErrors,
+) {
+    errors.check(
+        value < bound || value == 0 || bound == 0,
+        path,
+        format_args!("must be less than {bound_path} ({bound}), got {value}"),
+    );
+}
+
+fn positive(path: &str, value: u64, errors: &mut ConfigErrors) {
+    errors.check(value > 0, path, format_args!("must be > 0, got {value}"));
+}
+
+fn in_range(path: &str, value: u64, min: u64, max: u64, errors: &mut ConfigErrors) {
+    errors.check(
+        (min..=max).contains(&value),
+        path,
+        format_args!("must be in {min}..={max}, got {value}"),
+    );
+}
+
+/// A secret is reported by its length only, never its value.
+fn secret(path: &str, value: &str, errors: &mut ConfigErrors) {
+    if value.is_empty() {
+        errors.push(
+            path,
+            format_args!("must be set (at least {MIN_SECRET_BYTES} bytes)"),
+        );
+    } else if value.len() < MIN_SECRET_BYTES {
+        errors.push(
+            path,
+            format_args!(
+                "must be at least {MIN_SECRET_BYTES} bytes, got {} bytes",
+                value.len()
+            ),
+        );
+    }
+}
+
+/// `"*"` or an exact origin `scheme://host[:port]`; otherwise why not.
+pub(super) fn check_origin(origin: &str) -> Result<(), &'static str> {
+    const SHAPE: &str = "must be \"*\" or an origin like https://app.example.com";
+    if origin == "*" {
+        return Ok(());
+    }
+    let (scheme, authority) = origin.split_once("://").ok_or(SHAPE)?;
+    let scheme_ok = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
+    if !scheme_ok {
+        return Err(SHAPE);
+    }
+    if authority.contains(['/', '?', '#']) {
+        return Err("must be an origin without a path, query or fragment");
+    }
+    let (host, port) = split_host_port(authority).ok_or(SHAPE)?;
+    let host_ok = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(ipv6) => ipv6.parse::<Ipv6Addr>().is_ok(),
+        None => {
+            !host.is_empty()
+                && host
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-.".contains(c))
+        }
+    };
+    if !host_ok {
+        return Err(SHAPE);
+    }
+    match port {
+        Some(port) if port.parse::<u16>().is_err() => Err("must have a port in 0..=65535"),
+        _ => Ok(()),
+    }
+}
+
+/// Splits `host[:port]`, where host may be a bracketed IPv6 address.
+fn split_host_port(authority: &str) -> Option<(&str, Option<&str>)> {
+    if authority.starts_with('[') {
+        let end = authority.find(']')?;
+        let (host, rest) = authority.split_at(end + 1);
+        return match rest {
+            "" => Some((host, None)),
+            _ => Some((host, Some(rest.strip_prefix(':')?))),
+        };
+    }
+    match authority.split_once(':') {
+        Some((host, port)) => Some((host, Some(port))),
+        None => Some((authority, None)),
+    }
+}

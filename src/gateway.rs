@@ -1,0 +1,181 @@
+//! The gateway's shared state: what every handler and task sees.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+
+use crate::auth::api_key::ApiKey;
+use crate::auth::origin::{BadOrigin, OriginPolicy};
+use crate::auth::token::TokenVerifier;
+use crate::bus::{Bus, MemoryBus};
+use crate::config::{BrokerKind, Config};
+use crate::metrics::Counters;
+use crate::session::registry::Limits;
+use crate::session::{Conn, Registry};
+use crate::wheel::Timer;
+
+/// Shards of the timing wheel: enough that connection tasks on different
+/// cores rarely meet on one mutex.
+pub const TIMER_SHARDS: usize = 32;
+
+/// Why the gateway could not be built from a (validated) configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// An allowed origin is malformed.
+    #[error("auth.allowed_origins: {0}")]
+    Origin(#[from] BadOrigin),
+    /// The configured broker is not available in this build.
+    #[error("broker.kind = {0:?} is not supported yet; use \"memory\"")]
+    Broker(BrokerKind),
+}
+
+/// Everything the handlers, connection tasks and the timer share.
+#[derive(Debug)]
+pub struct Gateway {
+    /// The effective configuration.
+    pub config: Config,
+    /// Users and connections.
+    pub registry: Arc<Registry>,
+    /// Every per-connection deadline (payload: the connection id).
+    pub timer: Arc<Timer<u64>>,
+    /// Where pushes are numbered and fanned out.
+    pub bus: Arc<dyn Bus>,
+    /// Client token checks.
+    pub tokens: TokenVerifier,
+    /// The backend API key.
+    pub api_key: ApiKey,
+    /// Which browser origins may connect.
+    pub origins: OriginPolicy,
+    /// Hot-path counter handles.
+    pub counters: Counters,
+    push_limiter: Option<DefaultDirectRateLimiter>,
+    draining: AtomicBool,
+}
+
+impl Gateway {
+    /// Builds the gateway from a validated configuration.
+    pub fn new(config: Config) -> Result<Arc<Self>, StartError> {
+        let counters = Counters::register();
+        let limits = Limits {
+            max_connections: config.session.max_connections,
+            max_connections_per_user: config.session.max_connections_per_user,
+            outbound_queue: config.limits.outbound_queue,
+        };
+        let registry = Arc::new(Registry::new(limits, counters.clone()));
+        let bus: Arc<dyn Bus> = match config.broker.kind {
+            BrokerKind::Memory => Arc::new(MemoryBus::new(Arc::clone(&registry), counters.clone())),
+            other => return Err(StartError::Broker(other)),
+        };
+        let timer = Arc::new(Timer::new(
+            config.timer.tick(),
+            config.timer.slots,
+            TIMER_SHARDS,
+        ));
+        let push_limiter = std::num::NonZeroU32::new(config.limits.push_rate_per_sec)
+            .map(|rate| RateLimiter::direct(Quota::per_second(rate)));
+        Ok(Arc::new(Self {
+            tokens: TokenVerifier::new(config.auth.secret.as_bytes()),
+            api_key: ApiKey::new(&config.auth.api_key),
+            origins: OriginPolicy::new(&config.auth.allowed_origins)?,
+            registry,
+            timer,
+            bus,
+            counters,
+            push_limiter,
+            draining: AtomicBool::new(false),
+            config,
+        }))
+    }
+
+    /// Now, in milliseconds on the timer's clock.
+    pub fn now_ms(&self) -> u64 {
+        self.timer.clock().millis_at(Instant::now())
+    }
+
+    /// Wall-clock seconds since the Unix epoch (token expiry is wall time).
+    pub fn unix_now() -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    }
+
+    /// Whether the gateway is draining (refusing new connections).
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Relaxed)
+    }
+
+    /// Starts draining; true the first time.
+    pub fn start_draining(&self) -> bool {
+        !self.draining.swap(true, Ordering::Relaxed)
+    }
+
+    /// Whether the gateway accepts connections and pushes (`/readyz`).
+    pub fn is_ready(&self) -> bool {
+        !self.is_draining() && self.bus.is_ready()
+    }
+
+    /// Takes one push from the rate limit, or says how long to wait.
+    pub fn admit_push(&self) -> Result<(), Duration> {
+        let Some(limiter) = &self.push_limiter else {
+            return Ok(());
+        };
+        limiter.check().map_err(|not_until| {
+            let clock = governor::clock::DefaultClock::default();
+            not_until.wait_time_from(governor::clock::Clock::now(&clock))
+        })
+    }
+
+    /// The WebSocket settings for one connection: small buffers (the
+    /// library default eagerly allocates 128 KiB per connection) and the
+    /// client frame limit.
+    pub fn websocket_config(&self) -> WebSocketConfig {
+        let max = self.config.limits.max_client_frame_bytes;
+        WebSocketConfig::default()
+            .read_buffer_size(WS_READ_BUFFER_BYTES)
+            .write_buffer_size(WS_WRITE_BUFFER_BYTES)
+            .max_write_buffer_size(WS_WRITE_BUFFER_BYTES + self.config.limits.max_push_bytes * 2)
+            .max_message_size(Some(max))
+            .max_frame_size(Some(max))
+    }
+
+    /// Arms a new connection's timer entry: its first ping (or its token's
+    /// expiry, if sooner).
+    pub fn arm_connection(&self, conn: &Conn) {
+        let now = Instant::now();
+        let deadline = self.next_deadline(conn, now);
+        let shard = self.timer.shard_of(conn.id);
+        conn.set_timer(self.timer.insert(shard, deadline, conn.id));
+    }
+
+    /// A connection's next deadline: the sooner of its next ping, its idle
+    /// eviction and its token's expiry.
+    pub fn next_deadline(&self, conn: &Conn, now: Instant) -> Instant {
+        let session = &self.config.session;
+        let idle_at =
+            self.timer.clock().instant_at_millis(conn.last_seen_ms()) + session.idle_timeout();
+        let mut next = (now + session.ping_interval()).min(idle_at);
+        if let Some(exp) = conn.token_expires_at {
+            let left = exp.saturating_sub(Self::unix_now());
+            next = next.min(now + Duration::from_secs(left));
+        }
+        next.max(now)
+    }
+
+    /// Forgets a connection: out of the registry, its timer entry freed.
+    pub fn release(&self, conn: &Conn) {
+        self.registry.detach(conn);
+        if let Some(key) = conn.timer() {
+            self.timer.remove(key);
+        }
+    }
+}
+
+/// Read buffer per WebSocket. Clients send little (pongs, pings), so a small
+/// buffer keeps idle connections cheap; larger frames still arrive whole.
+const WS_READ_BUFFER_BYTES: usize = 512;
+/// Bytes gathered before a socket write; a batch is flushed at its end.
+const WS_WRITE_BUFFER_BYTES: usize = 4096;

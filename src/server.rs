@@ -1,0 +1,267 @@
+//! The server: accept loop, hyper http1 with upgrades, graceful drain.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
+
+use crate::api::router;
+use crate::config::Config;
+use crate::gateway::{Gateway, StartError};
+use crate::session::Outgoing;
+use crate::session::expiry::ConnExpiry;
+use crate::transport::frame::{Frame, ReconnectReason};
+use crate::wheel::{DEFAULT_BUDGET, drive};
+
+/// The largest request head (request line and headers) read, in bytes;
+/// hyper answers 431 past it.
+pub const MAX_REQUEST_HEAD_BYTES: usize = 32 * 1024;
+/// The most headers a request may carry.
+pub const MAX_HEADERS: usize = 64;
+/// How long a client told to reconnect by a drain should wait, in ms.
+pub const DRAIN_RETRY_MS: u64 = 1000;
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A listen address does not parse.
+    #[error("{key}: not a socket address: {value:?}")]
+    Address {
+        /// The config key.
+        key: &'static str,
+        /// Its value.
+        value: String,
+    },
+    /// Binding a listener failed.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The gateway could not be built.
+    #[error(transparent)]
+    Start(#[from] StartError),
+}
+
+/// A bound server, ready to run.
+#[derive(Debug)]
+pub struct Server {
+    gateway: Arc<Gateway>,
+    listener: TcpListener,
+    metrics_listener: Option<TcpListener>,
+}
+
+impl Server {
+    /// Builds the gateway and binds its listeners (port 0 picks a free port).
+    pub async fn bind(config: Config) -> Result<Self, ServeError> {
+        let listen = parse_addr("server.listen", &config.server.listen)?;
+        let metrics_listen = match &config.metrics.listen {
+            Some(addr) => Some(parse_addr("metrics.listen", addr)?),
+            None => None,
+        };
+        let gateway = Gateway::new(config)?;
+        let listener = bind(listen).await?;
+        let metrics_listener = match metrics_listen {
+            Some(addr) => Some(bind(addr).await?),
+            None => None,
+        };
+        Ok(Self {
+            gateway,
+            listener,
+            metrics_listener,
+        })
+    }
+
+    /// The address the main listener is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .expect("a bound listener has an address")
+    }
+
+    /// The address of the separate metrics listener, if configured.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_listener
+            .as_ref()
+            .map(|l| l.local_addr().expect("a bound listener has an address"))
+    }
+
+    /// The gateway's shared state.
+    pub fn gateway(&self) -> &Arc<Gateway> {
+        &self.gateway
+    }
+
+    /// Serves until `shutdown` completes, then drains: stops accepting,
+    /// tells every connection to reconnect elsewhere, waits up to
+    /// `drain_timeout_secs` for them to go, and returns.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        let Self {
+            gateway: gw,
+            listener,
+            metrics_listener,
+        } = self;
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let (draining_tx, draining_rx) = watch::channel(false);
+        let driver = tokio::spawn(drive(
+            Arc::clone(&gw.timer),
+            ConnExpiry::new(Arc::clone(&gw)),
+            DEFAULT_BUDGET,
+            stopped(stop_rx.clone()),
+        ));
+        if let Some(listener) = metrics_listener {
+            tokio::spawn(serve_metrics(
+                Arc::clone(&gw),
+                listener,
+                stopped(stop_rx.clone()),
+            ));
+        }
+        info!(addr = %listener.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()), "pushgate serving");
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => break,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, peer)) => serve_connection(&gw, draining_rx.clone(), stream, peer),
+                    Err(err) => accept_failed(err).await,
+                },
+            }
+        }
+        drop(listener);
+        let _ = draining_tx.send(true);
+        drain(&gw).await;
+        let _ = stop_tx.send(true);
+        let _ = driver.await;
+        info!("pushgate stopped");
+    }
+}
+
+/// Binds and serves until `shutdown` completes (what tests and `main` call).
+pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
+    Server::bind(config).await?.run(shutdown).await;
+    Ok(())
+}
+
+fn parse_addr(key: &'static str, value: &str) -> Result<SocketAddr, ServeError> {
+    value.parse().map_err(|_| ServeError::Address {
+        key,
+        value: value.to_owned(),
+    })
+}
+
+async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr, source })
+}
+
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stopped| *stopped).await;
+}
+
+/// Out of file descriptors or a transient error: back off briefly instead
+/// of spinning.
+async fn accept_failed(err: std::io::Error) {
+    warn!(error = %err, "accept failed");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+}
+
+fn http1(gw: &Gateway) -> hyper::server::conn::http1::Builder {
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(gw.config.server.header_timeout())
+        .max_buf_size(MAX_REQUEST_HEAD_BYTES)
+        .max_headers(MAX_HEADERS);
+    builder
+}
+
+/// Serves one HTTP connection. When the gateway stops, a keep-alive
+/// connection is shut down gracefully (its in-flight request finishes).
+fn serve_connection(
+    gw: &Arc<Gateway>,
+    stop: watch::Receiver<bool>,
+    stream: TcpStream,
+    peer: SocketAddr,
+) {
+    let _ = stream.set_nodelay(true);
+    let handler = Arc::clone(gw);
+    let service = service_fn(move |req| {
+        let gw = Arc::clone(&handler);
+        async move { Ok::<_, std::convert::Infallible>(router::handle(gw, req).await) }
+    });
+    let conn = http1(gw)
+        .serve_connection(TokioIo::new(stream), service)
+        .with_upgrades();
+    tokio::spawn(async move {
+        tokio::pin!(conn);
+        let result = tokio::select! {
+            result = conn.as_mut() => result,
+            () = stopped(stop) => {
+                conn.as_mut().graceful_shutdown();
+                conn.await
+            }
+        };
+        if let Err(err) = result {
+            debug!(%peer, error = %err, "http connection ended with an error");
+        }
+    });
+}
+
+async fn serve_metrics(gw: Arc<Gateway>, listener: TcpListener, stop: impl Future<Output = ()>) {
+    tokio::pin!(stop);
+    loop {
+        let (stream, _) = tokio::select! {
+            () = &mut stop => return,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(err) => { accept_failed(err).await; continue; }
+            },
+        };
+        let handler = Arc::clone(&gw);
+        let service = service_fn(move |req| {
+            let gw = Arc::clone(&handler);
+            async move { Ok::<_, std::convert::Infallible>(router::handle_metrics(gw, req).await) }
+        });
+        let conn = http1(&gw).serve_connection(TokioIo::new(stream), service);
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+    }
+}
+
+/// Tells every connection to come back later, lets in-flight requests
+/// finish, and waits up to the drain timeout for connections to go.
+async fn drain(gw: &Gateway) {
+    gw.start_draining();
+    let deadline = Instant::now() + gw.config.server.drain_timeout();
+    let conns = gw.registry.all_connections();
+    info!(connections = conns.len(), "draining");
+    let reconnect = Frame::reconnect(
+        ReconnectReason::Draining,
+        DRAIN_RETRY_MS,
+        &gw.bus.position().to_string(),
+    );
+    for conn in &conns {
+        conn.outbound
+            .push_end(Outgoing::Reconnect(reconnect.clone()));
+    }
+    while gw.registry.connections() > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let left = gw.registry.all_connections();
+    if !left.is_empty() {
+        warn!(connections = left.len(), "drain timeout: closing the rest");
+        for conn in left {
+            conn.kill();
+        }
+    }
+}

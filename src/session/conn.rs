@@ -1,0 +1,132 @@
+//! One live client connection (a WebSocket, an SSE stream, a parked poll).
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+use tokio::sync::Notify;
+
+use super::outbound::Outbound;
+use super::user_id::UserId;
+use crate::wheel::TimerKey;
+
+/// A process-unique connection number; also the payload of its timer entry.
+pub type ConnId = u64;
+
+/// How a client is connected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Transport {
+    /// A WebSocket.
+    Ws,
+    /// A parked long-poll.
+    Poll,
+    /// A server-sent events stream.
+    Sse,
+}
+
+impl Transport {
+    /// The metric label and log field value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ws => "ws",
+            Self::Poll => "poll",
+            Self::Sse => "sse",
+        }
+    }
+
+    /// Index into per-transport arrays, in the order of [`crate::metrics::TRANSPORTS`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A connection: its queue, its activity clock and its timer entry.
+///
+/// Activity is one atomic store per client frame; the timer entry is
+/// re-armed lazily from it when it fires, never on each frame.
+#[derive(Debug)]
+pub struct Conn {
+    /// Its number.
+    pub id: ConnId,
+    /// Whose it is.
+    pub user: UserId,
+    /// How it is connected.
+    pub transport: Transport,
+    /// Frames waiting for the connection's task.
+    pub outbound: Outbound,
+    /// When the client's token expires (seconds since the epoch), if it has one.
+    pub token_expires_at: Option<u64>,
+    last_seen_ms: AtomicU64,
+    timer: OnceLock<TimerKey>,
+    timer_seq: AtomicU32,
+    killed: AtomicBool,
+    kill: Notify,
+}
+
+impl Conn {
+    /// A new connection, last seen at `now_ms` (on the timer's clock).
+    pub fn new(
+        id: ConnId,
+        user: UserId,
+        transport: Transport,
+        outbound_limit: usize,
+        token_expires_at: Option<u64>,
+        now_ms: u64,
+    ) -> Self {
+        Self {
+            id,
+            user,
+            transport,
+            outbound: Outbound::new(outbound_limit),
+            token_expires_at,
+            last_seen_ms: AtomicU64::new(now_ms),
+            timer: OnceLock::new(),
+            timer_seq: AtomicU32::new(0),
+            killed: AtomicBool::new(false),
+            kill: Notify::new(),
+        }
+    }
+
+    /// Records client activity (any frame) at `now_ms`.
+    pub fn touch(&self, now_ms: u64) {
+        self.last_seen_ms.store(now_ms, Ordering::Relaxed);
+    }
+
+    /// When the client was last heard from, in ms on the timer's clock.
+    pub fn last_seen_ms(&self) -> u64 {
+        self.last_seen_ms.load(Ordering::Relaxed)
+    }
+
+    /// Records the connection's timer entry (once).
+    pub fn set_timer(&self, key: TimerKey) {
+        let _ = self.timer.set(key);
+    }
+
+    /// The connection's timer entry, once armed.
+    pub fn timer(&self) -> Option<TimerKey> {
+        self.timer.get().copied()
+    }
+
+    /// Records the sequence number of the entry's latest arming.
+    pub fn set_timer_seq(&self, seq: u32) {
+        self.timer_seq.store(seq, Ordering::Relaxed);
+    }
+
+    /// Whether an expiry with `seq` is the entry's latest arming.
+    pub fn is_current_timer(&self, seq: u32) -> bool {
+        self.timer_seq.load(Ordering::Relaxed) == seq
+    }
+
+    /// Ends the connection's task at once, even mid-write (a peer that
+    /// stopped reading cannot block its own close forever).
+    pub fn kill(&self) {
+        self.killed.store(true, Ordering::Relaxed);
+        self.kill.notify_one();
+    }
+
+    /// Completes once [`Conn::kill`] was called.
+    pub async fn killed(&self) {
+        if !self.killed.load(Ordering::Relaxed) {
+            self.kill.notified().await;
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! A connection's outbound queue: the only buffer per connection.
+//!
+//! Producers (the bus fan-out, the timer's expiry actions, drain) push
+//! without blocking; the connection's own task takes everything queued in
+//! one swap and writes it. An idle connection's queue holds no allocation.
+//! A queue that passes its limit means a consumer that cannot keep up: it
+//! is cleared and closed with reason `slow`, so it never holds back the
+//! others nor grows without bound.
+
+use std::collections::VecDeque;
+
+use crate::transport::frame::{CloseReason, Frame};
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+/// One thing for a connection's task to write.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outgoing {
+    /// A JSON frame, encoded once and shared by every recipient.
+    Frame(Frame),
+    /// A keep-alive ping (WebSocket ping, SSE comment).
+    Ping,
+    /// End the connection: a `close` frame with this reason, then the
+    /// transport's close.
+    Close(CloseReason),
+    /// Come back later: this `reconnect` frame, then close (1001 on a
+    /// WebSocket). Built once for every connection it is sent to.
+    Reconnect(Frame),
+}
+
+/// What became of a push.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pushed {
+    /// Queued for the connection's task.
+    Queued,
+    /// The queue passed its limit: it was cleared and a `slow` close queued.
+    Overflowed,
+    /// The connection is already closing; the frame was dropped.
+    Closing,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    items: VecDeque<Outgoing>,
+    frames: usize,
+    closing: bool,
+}
+
+/// A bounded queue of frames plus the wake-up for the task that drains it.
+#[derive(Debug)]
+pub struct Outbound {
+    state: Mutex<State>,
+    ready: Notify,
+    limit: usize,
+}
+
+impl Outbound {
+    /// An empty queue that holds at most `limit` frames (at least 1).
+    pub fn new(limit: usize) -> Self {
+        Self {
+            state: Mutex::new(State::default()),
+            ready: Notify::new(),
+            limit: limit.max(1),
+        }
+    }
+
+    /// Queues a message frame; never blocks.
+    pub fn push_frame(&self, frame: &Frame) -> Pushed {
+        let mut state = self.state.lock();
+        if state.closing {
+            return Pushed::Closing;
+        }
+        if state.frames >= self.limit {
+            state.items.clear();
+            state.frames = 0;
+            state.closing = true;
+            state.items.push_back(Outgoing::Close(CloseReason::Slow));
+            drop(state);
+            self.ready.notify_one();
+            return Pushed::Overflowed;
+        }
+        state.items.push_back(Outgoing::Frame(frame.clone()));
+        state.frames += 1;
+        drop(state);
+        self.ready.notify_one();
+        Pushed::Queued
+    }
+
+    /// Queues a ping unless the connection is closing.
+    pub fn push_ping(&self) {
+        let mut state = self.state.lock();
+        if !state.closing {
+            state.items.push_back(Outgoing::Ping);
+            drop(state);
+            self.ready.notify_one();
+        }
+    }
+
+    /// Queues the end of the connection (`Close` or `Reconnect`) after
+    /// what is already queued. Returns false if it was already closing.
+    pub fn push_end(&self, end: Outgoing) -> bool {
+        debug_assert!(matches!(end, Outgoing::Close(_) | Outgoing::Reconnect(_)));
+        let mut state = self.state.lock();
+        if state.closing {
+            return false;
+        }
+        state.closing = true;
+        state.items.push_back(end);
+        drop(state);
+        self.ready.notify_one();
+        true
+    }
+
+    /// Whether an end has been queued.
+    pub fn is_closing(&self) -> bool {
+        self.state.lock().closing
+    }
+
+    /// Frames queued and not yet taken.
+    pub fn len(&self) -> usize {
+        self.state.lock().frames
+    }
+
+    /// Whether nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.state.lock().items.is_empty()
+    }
+
+    /// Moves everything queued into `into` (whose allocation is reused).
+    pub fn take(&self, into: &mut VecDeque<Outgoing>) {
+        let mut state = self.state.lock();
+        std::mem::swap(&mut state.items, into);
+        state.frames = 0;
+    }
+
+    /// Completes once something was queued since the last `take`.
+    pub async fn ready(&self) {
+        self.ready.notified().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::frame::ReconnectReason;
+
+    fn frame(s: &str) -> Frame {
+        Frame::error("test", s)
+    }
+
+    #[test]
+    fn overflow_clears_the_queue_and_queues_a_slow_close() {
+        let q = Outbound::new(2);
+        assert_eq!(q.push_frame(&frame("a")), Pushed::Queued);
+        assert_eq!(q.push_frame(&frame("b")), Pushed::Queued);
+        assert_eq!(q.push_frame(&frame("c")), Pushed::Overflowed);
+        assert_eq!(q.push_frame(&frame("d")), Pushed::Closing);
+        let mut out = VecDeque::new();
+        q.take(&mut out);
+        assert_eq!(out, [Outgoing::Close(CloseReason::Slow)]);
+    }
+
+    #[test]
+    fn taking_resets_the_count_so_a_reader_that_keeps_up_never_overflows() {
+        let q = Outbound::new(2);
+        let mut out = VecDeque::new();
+        for _ in 0..10 {
+            assert_eq!(q.push_frame(&frame("a")), Pushed::Queued);
+            assert_eq!(q.push_frame(&frame("b")), Pushed::Queued);
+            q.take(&mut out);
+            out.clear();
+        }
+        q.push_ping();
+        q.take(&mut out);
+        assert_eq!(out, [Outgoing::Ping]);
+    }
+
+    #[test]
+    fn only_the_first_end_is_queued() {
+        let q = Outbound::new(4);
+        let drain = Frame::reconnect(ReconnectReason::Draining, 100, "c");
+        assert!(q.push_end(Outgoing::Reconnect(drain.clone())));
+        assert!(!q.push_end(Outgoing::Close(CloseReason::Idle)));
+        q.push_ping();
+        assert_eq!(q.push_frame(&frame("late")), Pushed::Closing);
+        let mut out = VecDeque::new();
+        q.take(&mut out);
+        assert_eq!(out, [Outgoing::Reconnect(drain)]);
+    }
+
+    #[tokio::test]
+    async fn a_push_before_waiting_is_not_lost() {
+        let q = Outbound::new(4);
+        q.push_frame(&frame("x"));
+        tokio::time::timeout(std::time::Duration::from_secs(5), q.ready())
+            .await
+            .expect("notified");
+    }
+}

@@ -1,0 +1,245 @@
+//! The registry: one object per user, each with its live connections.
+//!
+//! Invariant: never hold a map guard across `.await`; clone the `Arc` out.
+//! A user's connection list is only changed under that user's map entry
+//! guard, so attach and detach cannot race into an orphaned user object.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use dashmap::DashMap;
+use dashmap::mapref::entry::Entry;
+use parking_lot::Mutex;
+
+use super::conn::{Conn, ConnId, Transport};
+use super::outbound::{Outgoing, Pushed};
+use super::user_id::UserId;
+use crate::metrics::{Counters, Eviction};
+use crate::transport::frame::{CloseReason, Frame};
+
+/// A user's object: created at first contact, reused by every later
+/// connection of that user while it lives.
+#[derive(Debug)]
+pub struct User {
+    /// Whose object this is.
+    pub id: UserId,
+    conns: Mutex<Vec<Arc<Conn>>>,
+}
+
+impl User {
+    fn new(id: UserId) -> Self {
+        Self {
+            id,
+            conns: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The user's live connections, oldest first.
+    pub fn connections(&self) -> Vec<Arc<Conn>> {
+        self.conns.lock().clone()
+    }
+}
+
+/// The registry's limits.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Connections overall.
+    pub max_connections: usize,
+    /// Connections per user; a new one past it replaces the oldest.
+    pub max_connections_per_user: usize,
+    /// Frames queued per connection before it is closed as slow.
+    pub outbound_queue: usize,
+}
+
+/// The gateway is full (`max_connections`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("connection limit reached ({0} connections)")]
+pub struct AtCapacity(pub usize);
+
+/// A connection just attached, and the one it replaced, if any.
+#[derive(Debug)]
+pub struct Attached {
+    /// The new connection.
+    pub conn: Arc<Conn>,
+    /// The user's oldest connection, closed with `replaced` to make room.
+    pub replaced: Option<Arc<Conn>>,
+}
+
+/// Deliveries made by one fan-out.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Delivered {
+    /// Frames queued, by transport index.
+    pub queued: [u64; 3],
+    /// Connections closed as slow consumers.
+    pub slow: u64,
+}
+
+/// Every user object and connection of this process.
+#[derive(Debug)]
+pub struct Registry {
+    users: DashMap<UserId, Arc<User>>,
+    conns: DashMap<ConnId, Arc<Conn>>,
+    next_id: AtomicU64,
+    open: [AtomicUsize; 3],
+    total: AtomicUsize,
+    limits: Limits,
+    counters: Counters,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new(limits: Limits, counters: Counters) -> Self {
+        Self {
+            users: DashMap::new(),
+            conns: DashMap::new(),
+            next_id: AtomicU64::new(1),
+            open: Default::default(),
+            total: AtomicUsize::new(0),
+            limits,
+            counters,
+        }
+    }
+
+    /// Whether one more connection fits under `max_connections`.
+    pub fn has_room(&self) -> bool {
+        self.total.load(Ordering::Relaxed) < self.limits.max_connections
+    }
+
+    /// Adds a connection for `user`, creating the user's object on first
+    /// contact. Past `max_connections_per_user` the user's oldest
+    /// connection is queued a `replaced` close and returned.
+    pub fn attach(
+        &self,
+        user: UserId,
+        transport: Transport,
+        token_expires_at: Option<u64>,
+        now_ms: u64,
+    ) -> Result<Attached, AtCapacity> {
+        let max = self.limits.max_connections;
+        if self.total.fetch_add(1, Ordering::AcqRel) >= max {
+            self.total.fetch_sub(1, Ordering::AcqRel);
+            return Err(AtCapacity(max));
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let conn = Arc::new(Conn::new(
+            id,
+            user.clone(),
+            transport,
+            self.limits.outbound_queue,
+            token_expires_at,
+            now_ms,
+        ));
+        let replaced = {
+            let entry = self
+                .users
+                .entry(user.clone())
+                .or_insert_with(|| Arc::new(User::new(user)));
+            let mut conns = entry.conns.lock();
+            conns.push(Arc::clone(&conn));
+            let over = conns.len() > self.limits.max_connections_per_user;
+            over.then(|| conns.remove(0))
+        };
+        self.conns.insert(id, Arc::clone(&conn));
+        self.open[transport.index()].fetch_add(1, Ordering::Relaxed);
+        let ended = replaced.as_ref().is_some_and(|old| {
+            old.outbound
+                .push_end(Outgoing::Close(CloseReason::Replaced))
+        });
+        if ended {
+            self.counters.evicted(Eviction::Replaced, 1);
+        }
+        Ok(Attached { conn, replaced })
+    }
+
+    /// Removes a connection; the user's object goes with its last one.
+    /// Idempotent.
+    pub fn detach(&self, conn: &Conn) {
+        if self.conns.remove(&conn.id).is_none() {
+            return;
+        }
+        self.total.fetch_sub(1, Ordering::AcqRel);
+        self.open[conn.transport.index()].fetch_sub(1, Ordering::Relaxed);
+        if let Entry::Occupied(entry) = self.users.entry(conn.user.clone()) {
+            let empty = {
+                let mut conns = entry.get().conns.lock();
+                conns.retain(|c| c.id != conn.id);
+                conns.is_empty()
+            };
+            if empty {
+                entry.remove();
+            }
+        }
+    }
+
+    /// A live connection by number.
+    pub fn conn(&self, id: ConnId) -> Option<Arc<Conn>> {
+        self.conns.get(&id).map(|c| Arc::clone(&c))
+    }
+
+    /// A user's object, if it is alive.
+    pub fn user(&self, id: &UserId) -> Option<Arc<User>> {
+        self.users.get(id).map(|u| Arc::clone(&u))
+    }
+
+    /// Open connections overall.
+    pub fn connections(&self) -> usize {
+        self.total.load(Ordering::Relaxed)
+    }
+
+    /// Open connections of one transport.
+    pub fn connections_of(&self, transport: Transport) -> usize {
+        self.open[transport.index()].load(Ordering::Relaxed)
+    }
+
+    /// User objects alive.
+    pub fn sessions(&self) -> usize {
+        self.users.len()
+    }
+
+    /// Every live connection, for drain and shutdown.
+    pub fn all_connections(&self) -> Vec<Arc<Conn>> {
+        self.conns.iter().map(|c| Arc::clone(c.value())).collect()
+    }
+
+    /// Queues `frame` on every live connection.
+    pub fn broadcast(&self, frame: &Frame) -> Delivered {
+        let mut delivered = Delivered::default();
+        for conn in self.conns.iter() {
+            queue(conn.value(), frame, &mut delivered);
+        }
+        self.count(delivered)
+    }
+
+    /// Queues `frame` on every connection of each of `users`.
+    pub fn send_to(&self, users: &[UserId], frame: &Frame) -> Delivered {
+        let mut delivered = Delivered::default();
+        for user in users {
+            if let Some(user) = self.users.get(user) {
+                for conn in user.conns.lock().iter() {
+                    queue(conn, frame, &mut delivered);
+                }
+            }
+        }
+        self.count(delivered)
+    }
+
+    fn count(&self, delivered: Delivered) -> Delivered {
+        for (counter, n) in self.counters.delivered.iter().zip(delivered.queued) {
+            if n > 0 {
+                counter.increment(n);
+            }
+        }
+        if delivered.slow > 0 {
+            self.counters.evicted(Eviction::Slow, delivered.slow);
+        }
+        delivered
+    }
+}
+
+fn queue(conn: &Conn, frame: &Frame, delivered: &mut Delivered) {
+    match conn.outbound.push_frame(frame) {
+        Pushed::Queued => delivered.queued[conn.transport.index()] += 1,
+        Pushed::Overflowed => delivered.slow += 1,
+        Pushed::Closing => {}
+    }
+}

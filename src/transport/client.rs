@@ -1,0 +1,178 @@
+//! Admitting a browser client: the checks every transport shares.
+//!
+//! In order: draining (503), `Origin` against `allowed_origins` (403), the
+//! token from `?token=` or `Authorization: Bearer` (401), or `?uid=` when
+//! anonymous access is on, the cursor (400 `bad_cursor`), capacity (503).
+
+use hyper::Request;
+use hyper::header;
+
+use crate::api::Body;
+use crate::api::error::ApiError;
+use crate::auth::token::bearer;
+use crate::gateway::Gateway;
+use crate::history::Cursor;
+use crate::session::{Transport, UserId};
+
+/// Seconds a refused client is asked to wait before trying again.
+pub const RETRY_AFTER_SECS: u64 = 1;
+
+/// A client that passed every check.
+#[derive(Debug, Clone)]
+pub struct Client {
+    /// Who it is.
+    pub user: UserId,
+    /// When its token expires (seconds since the epoch); `None` for anonymous.
+    pub expires_at: Option<u64>,
+    /// Where it resumes from, if it gave a cursor.
+    pub cursor: Option<Cursor>,
+}
+
+/// Why a client is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClientError {
+    /// The gateway is draining.
+    #[error("gateway is draining")]
+    Draining,
+    /// The `Origin` is not in `allowed_origins`.
+    #[error("origin not allowed")]
+    Origin,
+    /// No usable token (and no anonymous `uid`).
+    #[error("missing, malformed, badly signed or expired token")]
+    Token,
+    /// An anonymous `uid` that is not a user id.
+    #[error("{0}")]
+    UserId(String),
+    /// A cursor pushgate could not have issued.
+    #[error("cursor is not one pushgate issued")]
+    Cursor,
+    /// `max_connections` reached.
+    #[error("connection limit reached")]
+    AtCapacity,
+}
+
+impl ClientError {
+    /// The JSON error response for this refusal.
+    pub fn into_response(self) -> hyper::Response<Body> {
+        let err = match self {
+            Self::Draining => ApiError::Unavailable {
+                retry_after_secs: RETRY_AFTER_SECS,
+                reason: "gateway is draining".into(),
+            },
+            Self::Origin => ApiError::Forbidden,
+            Self::Token => ApiError::Unauthorized,
+            Self::UserId(message) => ApiError::BadUserId(message),
+            Self::Cursor => ApiError::BadCursor("cursor is not one pushgate issued".into()),
+            Self::AtCapacity => ApiError::ConnectionLimit {
+                retry_after_secs: RETRY_AFTER_SECS,
+            },
+        };
+        err.into_body_response()
+    }
+}
+
+/// Runs every admission check on a client request.
+pub fn admit<B>(
+    gw: &Gateway,
+    req: &Request<B>,
+    transport: Transport,
+) -> Result<Client, ClientError> {
+    if gw.is_draining() {
+        return Err(ClientError::Draining);
+    }
+    let origin = req
+        .headers()
+        .get(header::ORIGIN)
+        .map(|v| v.to_str().unwrap_or("\u{0}"));
+    if !gw.origins.allows(origin) {
+        return Err(ClientError::Origin);
+    }
+    let query = Query::parse(req.uri().query());
+    let (user, expires_at) = authenticate(gw, req, &query, transport)?;
+    let last_event_id = (transport == Transport::Sse)
+        .then(|| req.headers().get("last-event-id"))
+        .flatten()
+        .and_then(|v| v.to_str().ok());
+    let cursor = match query.cursor.as_deref().or(last_event_id) {
+        Some(raw) => Some(raw.parse::<Cursor>().map_err(|_| ClientError::Cursor)?),
+        None => None,
+    };
+    if !gw.registry.has_room() {
+        return Err(ClientError::AtCapacity);
+    }
+    Ok(Client {
+        user,
+        expires_at,
+        cursor,
+    })
+}
+
+fn authenticate<B>(
+    gw: &Gateway,
+    req: &Request<B>,
+    query: &Query,
+    transport: Transport,
+) -> Result<(UserId, Option<u64>), ClientError> {
+    let header_token = (transport == Transport::Poll)
+        .then(|| req.headers().get(header::AUTHORIZATION))
+        .flatten()
+        .and_then(|v| v.to_str().ok())
+        .and_then(bearer);
+    if let Some(token) = query.token.as_deref().or(header_token) {
+        let verified = gw
+            .tokens
+            .verify(token, Gateway::unix_now())
+            .map_err(|_| ClientError::Token)?;
+        return Ok((verified.user, Some(verified.expires_at)));
+    }
+    match &query.uid {
+        Some(uid) if gw.config.auth.anonymous => UserId::parse(uid)
+            .map(|user| (user, None))
+            .map_err(|err| ClientError::UserId(err.to_string())),
+        _ => Err(ClientError::Token),
+    }
+}
+
+/// The query parameters a client endpoint reads; the last of a repeated
+/// parameter wins, unknown ones are ignored.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Query {
+    /// `token`
+    pub token: Option<String>,
+    /// `uid` (anonymous mode)
+    pub uid: Option<String>,
+    /// `cursor`
+    pub cursor: Option<String>,
+}
+
+impl Query {
+    /// Parses a URL query string (percent-decoded).
+    pub fn parse(query: Option<&str>) -> Self {
+        let mut out = Self::default();
+        for (key, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+            let slot = match &*key {
+                "token" => &mut out.token,
+                "uid" => &mut out.uid,
+                "cursor" => &mut out.cursor,
+                _ => continue,
+            };
+            *slot = Some(value.into_owned());
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_reads_known_parameters_percent_decoded() {
+        let q = Query::parse(Some("token=a%2Eb&cursor=00-1&x=y&uid=bob%40x"));
+        assert_eq!(q.token.as_deref(), Some("a.b"));
+        assert_eq!(q.cursor.as_deref(), Some("00-1"));
+        assert_eq!(q.uid.as_deref(), Some("bob@x"));
+        assert_eq!(Query::parse(None), Query::default());
+        assert_eq!(Query::parse(Some("uid=a&uid=b")).uid.as_deref(), Some("b"));
+    }
+}

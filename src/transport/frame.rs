@@ -1,0 +1,713 @@
+//! Frames sent to clients, encoded once.
+//!
+//! Every transport carries the same JSON frames (PROTOCOL.md, "Frames"). A
+//! frame is serialized exactly once into [`Bytes`]; a broadcast to 100,000
+//! connections clones a reference count into each outbound queue and never
+//! re-encodes. The SSE form of a frame ([`Frame::sse`]) is likewise built at
+//! most once per frame, and a long-poll answer ([`json_array`]) only copies
+//! already-encoded frames side by side.
+//!
+//! The builders write compact JSON straight into a [`BytesMut`] sized up
+//! front; every string goes through serde_json, so quotes, backslashes,
+//! control characters and non-ASCII text are escaped correctly. A message's
+//! `data` is copied verbatim, exactly as the backend pushed it.
+//!
+//! Extensions to the protocol: `{"type":"error","code":"…","message":"…"}`
+//! ([`error`]) answers a client frame the gateway could not use, and
+//! `{"type":"pong"}` ([`pong`]) answers a client's `{"type":"ping"}`.
+
+use std::sync::{Arc, OnceLock};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use serde::Serialize;
+use serde_json::value::RawValue;
+use tokio_tungstenite::tungstenite::Utf8Bytes;
+
+/// Bytes a frame needs besides its variable strings, rounded up generously
+/// so the common frame is written without growing its buffer.
+const FRAME_OVERHEAD_BYTES: usize = 96;
+
+/// The stream a message belongs to: everyone's, or one user's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StreamKind {
+    /// The broadcast stream every connection receives (`"broadcast"`).
+    Broadcast,
+    /// The personal stream of the connection's user (`"user"`).
+    User,
+}
+
+impl StreamKind {
+    /// The wire name: `"broadcast"` or `"user"`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Broadcast => "broadcast",
+            Self::User => "user",
+        }
+    }
+}
+
+/// Why the gateway ends a connection (the `close` frame's `reason`).
+///
+/// A closed set with fixed WebSocket close codes; clients switch on it to
+/// decide whether to come back. PROTOCOL.md: do not resume automatically
+/// unless the reason says so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CloseReason {
+    /// No activity for `[session] idle_timeout_secs` (close code 4001).
+    ///
+    /// Reconnect: yes, with backoff; the bundled JS client does, since the
+    /// link was most likely half-open rather than unwanted.
+    Idle,
+    /// The user went over `[session] max_connections_per_user` and this was
+    /// the oldest connection (close code 4002).
+    ///
+    /// Reconnect: no. Coming back would evict another connection of the
+    /// same user and the two would fight forever.
+    Replaced,
+    /// The connection's outbound queue passed `[limits] outbound_queue`
+    /// (close code 4003).
+    ///
+    /// Reconnect: yes, with backoff and the last cursor; the bundled JS
+    /// client does, and history fills the gap where it still can.
+    Slow,
+    /// The client's token expired (close code 4004).
+    ///
+    /// Reconnect: not with the same token. Get a new token first, then
+    /// connect with the last cursor.
+    TokenExpired,
+    /// The gateway is draining or shutting down (close code 1001, going
+    /// away).
+    ///
+    /// Reconnect: yes, automatically, with jitter and the last cursor; the
+    /// only reason PROTOCOL.md says resumes on its own.
+    Shutdown,
+}
+
+impl CloseReason {
+    /// The wire name used in the `close` frame.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Idle => "idle",
+            Self::Replaced => "replaced",
+            Self::Slow => "slow",
+            Self::TokenExpired => "token_expired",
+            Self::Shutdown => "shutdown",
+        }
+    }
+
+    /// The WebSocket close code sent after the `close` frame.
+    pub const fn ws_close_code(self) -> u16 {
+        match self {
+            Self::Idle => 4001,
+            Self::Replaced => 4002,
+            Self::Slow => 4003,
+            Self::TokenExpired => 4004,
+            Self::Shutdown => 1001,
+        }
+    }
+}
+
+/// Why the gateway asks a client to come back (the `reconnect` frame's
+/// `reason`). The client reconnects after `retry_ms` with the given cursor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReconnectReason {
+    /// A long-poll was held for `[session] poll_timeout_secs` with nothing
+    /// to deliver; poll again at once.
+    PollTimeout,
+    /// The gateway is draining before shutdown; connect again (likely to
+    /// another node).
+    Draining,
+    /// The connection reached its maximum lifetime.
+    Lifetime,
+}
+
+impl ReconnectReason {
+    /// The wire name used in the `reconnect` frame.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::PollTimeout => "poll_timeout",
+            Self::Draining => "draining",
+            Self::Lifetime => "lifetime",
+        }
+    }
+}
+
+/// The `type` of a frame; also the SSE `event:` name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FrameKind {
+    /// One pushed message.
+    Message,
+    /// Whether a resume got every missed message.
+    Recover,
+    /// Come back later with a cursor.
+    Reconnect,
+    /// The gateway ends the connection.
+    Close,
+    /// Answer to a client frame the gateway could not use (an extension).
+    Error,
+    /// Answer to a client's `{"type":"ping"}` (an extension).
+    Pong,
+}
+
+impl FrameKind {
+    /// The wire name: the frame's `type` field.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Message => "message",
+            Self::Recover => "recover",
+            Self::Reconnect => "reconnect",
+            Self::Close => "close",
+            Self::Error => "error",
+            Self::Pong => "pong",
+        }
+    }
+}
+
+/// `{"type":"message","id":…,"cursor":…,"stream":…,"data":<data verbatim>}`
+pub fn message(id: &str, cursor: &str, stream: StreamKind, data: &RawValue) -> Bytes {
+    let data = data.get();
+    let mut w = JsonWriter::with_capacity(id.len() + cursor.len() + data.len());
+    w.raw(r#"{"type":"message","id":"#).string(id);
+    w.raw(r#","cursor":"#).string(cursor);
+    w.raw(r#","stream":""#).raw(stream.as_str());
+    w.raw(r#"","data":"#).raw(data).raw("}");
+    w.finish()
+}
+
+/// `{"type":"recover","complete":true|false,"cursor":…}`
+pub fn recover(complete: bool, cursor: &str) -> Bytes {
+    let mut w = JsonWriter::with_capacity(cursor.len());
+    w.raw(r#"{"type":"recover","complete":"#)
+        .raw(if complete { "true" } else { "false" });
+    w.raw(r#","cursor":"#).string(cursor).raw("}");
+    w.finish()
+}
+
+/// `{"type":"reconnect","reason":…,"retry_ms":N,"cursor":…}`; `retry_ms` is
+/// how long the client waits before coming back, `0` meaning at once.
+pub fn reconnect(reason: ReconnectReason, retry_ms: u64, cursor: &str) -> Bytes {
+    let mut w = JsonWriter::with_capacity(cursor.len());
+    w.raw(r#"{"type":"reconnect","reason":""#)
+        .raw(reason.as_str());
+    w.raw(r#"","retry_ms":"#).value(&retry_ms);
+    w.raw(r#","cursor":"#).string(cursor).raw("}");
+    w.finish()
+}
+
+/// `{"type":"close","reason":…}`
+pub fn close(reason: CloseReason) -> Bytes {
+    let mut w = JsonWriter::with_capacity(0);
+    w.raw(r#"{"type":"close","reason":""#)
+        .raw(reason.as_str())
+        .raw(r#""}"#);
+    w.finish()
+}
+
+/// `{"type":"error","code":…,"message":…}`: the answer to a client frame
+/// the gateway could not use (an extension to PROTOCOL.md). `code` is a
+/// stable machine-readable string, `message` a human one.
+pub fn error(code: &str, message: &str) -> Bytes {
+    let mut w = JsonWriter::with_capacity(code.len() + message.len());
+    w.raw(r#"{"type":"error","code":"#).string(code);
+    w.raw(r#","message":"#).string(message).raw("}");
+    w.finish()
+}
+
+/// `{"type":"pong"}`: the answer to a client's `{"type":"ping"}` (an
+/// extension to PROTOCOL.md).
+pub fn pong() -> Bytes {
+    Bytes::from_static(br#"{"type":"pong"}"#)
+}
+
+/// One SSE event: `event: <kind>\nid: <id>\ndata: <json>\n\n`.
+///
+/// `json` is normally one line (compact JSON), but a backend's `data` is
+/// copied verbatim and may hold line breaks between tokens. Each line then
+/// gets its own `data:` field; the browser joins them with `\n`, which is
+/// still JSON whitespace, so the event's data parses to the same value.
+/// Line breaks inside JSON strings are always escaped, so this never
+/// changes a string.
+///
+/// An `id` (or `kind`) that SSE cannot carry (one containing CR or LF, or
+/// NUL for `id`) is left out rather than allowed to break the stream;
+/// gateway cursors never contain them.
+pub fn sse_event(kind: &str, json: &[u8], id: Option<&str>) -> Bytes {
+    let id_len = id.map_or(0, str::len);
+    let mut buf = BytesMut::with_capacity(kind.len() + id_len + json.len() + 32);
+    if is_sse_field_value(kind) {
+        put_sse_field(&mut buf, "event", kind.as_bytes());
+    }
+    if let Some(id) = id.filter(|id| is_sse_field_value(id) && !id.contains('\0')) {
+        put_sse_field(&mut buf, "id", id.as_bytes());
+    }
+    put_sse_lines(&mut buf, "data", json);
+    buf.put_u8(b'\n');
+    buf.freeze()
+}
+
+/// An SSE comment (`: <text>\n\n`), ignored by browsers; keeps proxies from
+/// timing out an idle stream. `sse_comment("ping")` is `: ping\n\n`.
+pub fn sse_comment(text: &str) -> Bytes {
+    let mut buf = BytesMut::with_capacity(text.len() + 4);
+    put_sse_lines(&mut buf, "", text.as_bytes());
+    buf.put_u8(b'\n');
+    buf.freeze()
+}
+
+/// A long-poll answer: the encoded frames as one JSON array, `[f1,f2,…]`
+/// (`[]` for none).
+pub fn json_array<I>(frames: I) -> Bytes
+where
+    I: IntoIterator,
+    I::Item: AsRef<[u8]>,
+{
+    let frames = frames.into_iter();
+    let mut buf = BytesMut::with_capacity(2 + frames.size_hint().0 * FRAME_OVERHEAD_BYTES);
+    buf.put_u8(b'[');
+    for (i, frame) in frames.enumerate() {
+        if i > 0 {
+            buf.put_u8(b',');
+        }
+        buf.put_slice(frame.as_ref());
+    }
+    buf.put_u8(b']');
+    buf.freeze()
+}
+
+/// An encoded frame with what the transports need beside its bytes: its
+/// kind (the SSE event name) and its cursor (the SSE event id).
+///
+/// Cloning is one reference-count increment. The SSE encoding is built on
+/// first use and shared by every clone, so an SSE broadcast is encoded once
+/// too. Two frames are equal when their JSON bytes are.
+#[derive(Debug, Clone)]
+pub struct Frame(Arc<FrameInner>);
+
+#[derive(Debug)]
+struct FrameInner {
+    kind: FrameKind,
+    /// The JSON, checked as UTF-8 once so every WebSocket send is a clone.
+    json: Utf8Bytes,
+    cursor: Option<Box<str>>,
+    sse: OnceLock<Bytes>,
+}
+
+impl Frame {
+    fn new(kind: FrameKind, json: Bytes, cursor: Option<&str>) -> Self {
+        let json = Utf8Bytes::try_from(json)
+            .expect("frames are written from &str and RawValue, so they are UTF-8");
+        Self(Arc::new(FrameInner {
+            kind,
+            json,
+            cursor: cursor.map(Box::from),
+            sse: OnceLock::new(),
+        }))
+    }
+
+    /// A `message` frame; see [`message`].
+    pub fn message(id: &str, cursor: &str, stream: StreamKind, data: &RawValue) -> Self {
+        let json = message(id, cursor, stream, data);
+        Self::new(FrameKind::Message, json, Some(cursor))
+    }
+
+    /// A `recover` frame; see [`recover`].
+    pub fn recover(complete: bool, cursor: &str) -> Self {
+        Self::new(FrameKind::Recover, recover(complete, cursor), Some(cursor))
+    }
+
+    /// A `reconnect` frame; see [`reconnect`].
+    pub fn reconnect(reason: ReconnectReason, retry_ms: u64, cursor: &str) -> Self {
+        let json = reconnect(reason, retry_ms, cursor);
+        Self::new(FrameKind::Reconnect, json, Some(cursor))
+    }
+
+    /// A `close` frame; see [`close`].
+    pub fn close(reason: CloseReason) -> Self {
+        Self::new(FrameKind::Close, close(reason), None)
+    }
+
+    /// An `error` frame; see [`error`].
+    pub fn error(code: &str, message: &str) -> Self {
+        Self::new(FrameKind::Error, error(code, message), None)
+    }
+
+    /// A `pong` frame; see [`pong`].
+    pub fn pong() -> Self {
+        Self::new(FrameKind::Pong, pong(), None)
+    }
+
+    /// The frame's `type`.
+    pub fn kind(&self) -> FrameKind {
+        self.0.kind
+    }
+
+    /// The compact JSON frame, for long-poll arrays and SSE.
+    pub fn json(&self) -> &Bytes {
+        self.0.json.as_ref()
+    }
+
+    /// The same JSON as a WebSocket text payload: a reference-count clone,
+    /// no copy and no UTF-8 check per connection.
+    pub fn text(&self) -> Utf8Bytes {
+        self.0.json.clone()
+    }
+
+    /// The cursor the frame carries (`message`, `recover`, `reconnect`).
+    pub fn cursor(&self) -> Option<&str> {
+        self.0.cursor.as_deref()
+    }
+
+    /// The frame as one SSE event (`event:` its type, `id:` its cursor if
+    /// any), built on the first call and shared afterwards.
+    pub fn sse(&self) -> Bytes {
+        let inner = &*self.0;
+        inner
+            .sse
+            .get_or_init(|| sse_event(inner.kind.as_str(), self.json(), self.cursor()))
+            .clone()
+    }
+}
+
+impl PartialEq for Frame {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.json == other.0.json
+    }
+}
+
+impl Eq for Frame {}
+
+/// Writes compact JSON into one buffer sized from the variable parts.
+struct JsonWriter(BytesMut);
+
+impl JsonWriter {
+    /// `variable_bytes`: the summed length of the strings to be written.
+    fn with_capacity(variable_bytes: usize) -> Self {
+        // Escaping can grow a string; an eighth extra covers typical text.
+        let estimate = FRAME_OVERHEAD_BYTES + variable_bytes + variable_bytes / 8;
+        Self(BytesMut::with_capacity(estimate))
+    }
+
+    /// Appends already-valid JSON (or a fixed fragment) as is.
+    fn raw(&mut self, fragment: &str) -> &mut Self {
+        self.0.put_slice(fragment.as_bytes());
+        self
+    }
+
+    /// Appends `s` as a quoted, escaped JSON string.
+    fn string(&mut self, s: &str) -> &mut Self {
+        self.value(s)
+    }
+
+    /// Appends any value serde_json can write without failing (strings,
+    /// integers).
+    fn value<T: Serialize + ?Sized>(&mut self, value: &T) -> &mut Self {
+        serde_json::to_writer(BufMut::writer(&mut self.0), value)
+            .expect("serde_json cannot fail writing a string or integer into memory");
+        self
+    }
+
+    fn finish(self) -> Bytes {
+        self.0.freeze()
+    }
+}
+
+/// Whether `value` can be an SSE field value (no line break in it).
+fn is_sse_field_value(value: &str) -> bool {
+    !value.contains(['\r', '\n'])
+}
+
+/// Appends `name: value\n`; an empty name makes a comment line.
+fn put_sse_field(buf: &mut BytesMut, name: &str, value: &[u8]) {
+    buf.put_slice(name.as_bytes());
+    buf.put_slice(b": ");
+    buf.put_slice(value);
+    buf.put_u8(b'\n');
+}
+
+/// Appends one `name: line` field per non-empty line of `text` (split at
+/// CR, LF or CRLF, as SSE splits), and at least one field.
+fn put_sse_lines(buf: &mut BytesMut, name: &str, text: &[u8]) {
+    let mut lines = text
+        .split(|&b| b == b'\r' || b == b'\n')
+        .filter(|line| !line.is_empty())
+        .peekable();
+    if lines.peek().is_none() {
+        put_sse_field(buf, name, b"");
+    }
+    for line in lines {
+        put_sse_field(buf, name, line);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn raw(json: &str) -> Box<RawValue> {
+        RawValue::from_string(json.to_owned()).expect("test data is valid JSON")
+    }
+
+    fn parse(bytes: &[u8]) -> Value {
+        serde_json::from_slice(bytes).expect("frame is valid JSON")
+    }
+
+    /// A minimal SSE parser after the HTML spec: (event, id, data) per event.
+    fn parse_sse(stream: &[u8]) -> Vec<(String, Option<String>, String)> {
+        let text = std::str::from_utf8(stream).expect("SSE is UTF-8");
+        let mut events = Vec::new();
+        let (mut event, mut id, mut data) = (String::new(), None, Vec::new());
+        for line in text.split('\n') {
+            if line.is_empty() {
+                if !data.is_empty() {
+                    events.push((std::mem::take(&mut event), id.take(), data.join("\n")));
+                }
+                data.clear();
+                continue;
+            }
+            let (name, value) = line.split_once(':').unwrap_or((line, ""));
+            let value = value.strip_prefix(' ').unwrap_or(value);
+            match name {
+                "event" => event = value.to_owned(),
+                "id" => id = Some(value.to_owned()),
+                "data" => data.push(value.to_owned()),
+                _ => {}
+            }
+        }
+        events
+    }
+
+    #[test]
+    fn every_builder_encodes_the_documented_frame() {
+        let data = raw(r#"{"n":1,"s":"x"}"#);
+        let cases: Vec<(Bytes, Value)> = vec![
+            (
+                message("m1", "c1", StreamKind::Broadcast, &data),
+                json!({"type":"message","id":"m1","cursor":"c1","stream":"broadcast","data":{"n":1,"s":"x"}}),
+            ),
+            (
+                message("m2", "c2", StreamKind::User, &raw("null")),
+                json!({"type":"message","id":"m2","cursor":"c2","stream":"user","data":null}),
+            ),
+            (
+                message("m3", "", StreamKind::User, &raw("[1,\"two\",3.5]")),
+                json!({"type":"message","id":"m3","cursor":"","stream":"user","data":[1,"two",3.5]}),
+            ),
+            (
+                recover(true, "c9"),
+                json!({"type":"recover","complete":true,"cursor":"c9"}),
+            ),
+            (
+                recover(false, "c0"),
+                json!({"type":"recover","complete":false,"cursor":"c0"}),
+            ),
+            (
+                reconnect(ReconnectReason::PollTimeout, 0, "c1"),
+                json!({"type":"reconnect","reason":"poll_timeout","retry_ms":0,"cursor":"c1"}),
+            ),
+            (
+                reconnect(ReconnectReason::Draining, 2500, "c2"),
+                json!({"type":"reconnect","reason":"draining","retry_ms":2500,"cursor":"c2"}),
+            ),
+            (
+                reconnect(ReconnectReason::Lifetime, u64::MAX, "c3"),
+                json!({"type":"reconnect","reason":"lifetime","retry_ms":u64::MAX,"cursor":"c3"}),
+            ),
+            (
+                close(CloseReason::Idle),
+                json!({"type":"close","reason":"idle"}),
+            ),
+            (
+                close(CloseReason::Replaced),
+                json!({"type":"close","reason":"replaced"}),
+            ),
+            (
+                close(CloseReason::Slow),
+                json!({"type":"close","reason":"slow"}),
+            ),
+            (
+                close(CloseReason::TokenExpired),
+                json!({"type":"close","reason":"token_expired"}),
+            ),
+            (
+                close(CloseReason::Shutdown),
+                json!({"type":"close","reason":"shutdown"}),
+            ),
+            (
+                error("bad_frame", "expected {\"type\":\"ping\"}"),
+                json!({"type":"error","code":"bad_frame","message":"expected {\"type\":\"ping\"}"}),
+            ),
+        ];
+        for (bytes, want) in cases {
+            assert_eq!(parse(&bytes), want, "{bytes:?}");
+            assert!(!bytes.contains(&b'\n'), "compact: {bytes:?}");
+        }
+    }
+
+    #[test]
+    fn message_bytes_are_exact_and_keep_data_verbatim() {
+        let data = raw("{ \"a\" : [1, 2],\n  \"b\": 1.50 }");
+        let got = message("id", "cur", StreamKind::Broadcast, &data);
+        let want = "{\"type\":\"message\",\"id\":\"id\",\"cursor\":\"cur\",\
+                    \"stream\":\"broadcast\",\"data\":{ \"a\" : [1, 2],\n  \"b\": 1.50 }}";
+        assert_eq!(got, want.as_bytes());
+    }
+
+    #[test]
+    fn strings_in_frames_are_json_escaped() {
+        let tricky = [
+            "plain",
+            "quote\"inside",
+            "back\\slash",
+            "new\nline\r\ttab",
+            "nul\0bell\u{7}esc\u{1b}del\u{7f}",
+            "\u{2028}line separator",
+            "ünïcödé 漢字 🎉",
+            "</script><!--",
+        ];
+        for s in tricky {
+            let frames = [
+                message(s, s, StreamKind::User, &raw("1")),
+                recover(true, s),
+                reconnect(ReconnectReason::Draining, 1, s),
+                error(s, s),
+            ];
+            for bytes in frames {
+                let value = parse(&bytes);
+                for field in ["id", "cursor", "code", "message"] {
+                    if let Some(got) = value.get(field) {
+                        assert_eq!(got, s, "{field} in {bytes:?}");
+                    }
+                }
+                assert!(
+                    bytes.iter().all(|&b| b >= 0x20),
+                    "raw control byte in {bytes:?}"
+                );
+            }
+        }
+        let exact = message("a\"b", "c\\d", StreamKind::User, &raw("0"));
+        let want = r#"{"type":"message","id":"a\"b","cursor":"c\\d","stream":"user","data":0}"#;
+        assert_eq!(exact, want.as_bytes());
+    }
+
+    #[test]
+    fn close_reasons_have_fixed_names_and_codes() {
+        let cases = [
+            (CloseReason::Idle, "idle", 4001),
+            (CloseReason::Replaced, "replaced", 4002),
+            (CloseReason::Slow, "slow", 4003),
+            (CloseReason::TokenExpired, "token_expired", 4004),
+            (CloseReason::Shutdown, "shutdown", 1001),
+        ];
+        for (reason, name, code) in cases {
+            assert_eq!(reason.as_str(), name);
+            assert_eq!(reason.ws_close_code(), code, "{name}");
+        }
+    }
+
+    #[test]
+    fn sse_event_has_event_id_and_one_data_line() {
+        let got = sse_event("message", br#"{"type":"message"}"#, Some("c-1"));
+        let want = "event: message\nid: c-1\ndata: {\"type\":\"message\"}\n\n";
+        assert_eq!(got, want.as_bytes());
+        let got = sse_event("close", br#"{"type":"close"}"#, None);
+        assert_eq!(
+            got,
+            "event: close\ndata: {\"type\":\"close\"}\n\n".as_bytes()
+        );
+    }
+
+    #[test]
+    fn sse_event_splits_multiline_data_into_fields_that_rejoin_to_the_same_json() {
+        let data = raw("{\n  \"a\": [1,\r\n 2],\r  \"b\": \"x\\ny\"\n}");
+        let frame = message("m", "c", StreamKind::User, &data);
+        let sse = sse_event("message", &frame, Some("c"));
+        let events = parse_sse(&sse);
+        assert_eq!(events.len(), 1, "{sse:?}");
+        let (event, id, data) = &events[0];
+        assert_eq!(event, "message");
+        assert_eq!(id.as_deref(), Some("c"));
+        assert_eq!(parse(data.as_bytes()), parse(&frame));
+        assert!(!sse.contains(&b'\r'), "{sse:?}");
+    }
+
+    #[test]
+    fn sse_event_drops_an_id_or_event_it_cannot_carry() {
+        for id in ["a\nb", "a\rb", "a\0b"] {
+            let sse = sse_event("message", b"{}", Some(id));
+            assert_eq!(sse, "event: message\ndata: {}\n\n".as_bytes(), "{id:?}");
+        }
+        let sse = sse_event("mess\nage", b"{}", None);
+        assert_eq!(sse, "data: {}\n\n".as_bytes());
+    }
+
+    #[test]
+    fn sse_comments_are_ignored_lines() {
+        assert_eq!(sse_comment("ping"), ": ping\n\n".as_bytes());
+        assert_eq!(sse_comment("a\nb"), ": a\n: b\n\n".as_bytes());
+        assert!(parse_sse(&sse_comment("ping")).is_empty());
+    }
+
+    #[test]
+    fn json_array_joins_frames() {
+        let frames = [
+            close(CloseReason::Idle),
+            recover(true, "c"),
+            error("x", "y"),
+        ];
+        let cases: [(&[Bytes], Value); 3] = [
+            (&[], json!([])),
+            (&frames[..1], json!([{"type":"close","reason":"idle"}])),
+            (
+                &frames,
+                json!([
+                    {"type":"close","reason":"idle"},
+                    {"type":"recover","complete":true,"cursor":"c"},
+                    {"type":"error","code":"x","message":"y"},
+                ]),
+            ),
+        ];
+        for (input, want) in cases {
+            assert_eq!(parse(&json_array(input)), want);
+            assert_eq!(parse(&json_array(input.iter().map(|b| &b[..]))), want);
+        }
+        assert_eq!(json_array(Vec::<Bytes>::new()), "[]".as_bytes());
+    }
+
+    #[test]
+    fn frame_keeps_kind_and_cursor_and_builds_sse_once() {
+        let frame = Frame::message("m", "c7", StreamKind::Broadcast, &raw("{}"));
+        assert_eq!(frame.kind(), FrameKind::Message);
+        assert_eq!(frame.cursor(), Some("c7"));
+        assert_eq!(
+            frame.json(),
+            &message("m", "c7", StreamKind::Broadcast, &raw("{}"))
+        );
+        let clone = frame.clone();
+        let (a, b) = (frame.sse(), clone.sse());
+        assert_eq!(a, sse_event("message", frame.json(), Some("c7")));
+        assert_eq!(a.as_ptr(), b.as_ptr(), "clones share one SSE encoding");
+        assert_eq!(frame, clone);
+
+        let cases = [
+            (Frame::recover(false, "c"), FrameKind::Recover, Some("c")),
+            (
+                Frame::reconnect(ReconnectReason::PollTimeout, 0, "d"),
+                FrameKind::Reconnect,
+                Some("d"),
+            ),
+            (Frame::close(CloseReason::Slow), FrameKind::Close, None),
+            (Frame::error("e", "f"), FrameKind::Error, None),
+            (Frame::pong(), FrameKind::Pong, None),
+        ];
+        for (frame, kind, cursor) in cases {
+            assert_eq!(frame.kind(), kind);
+            assert_eq!(frame.cursor(), cursor);
+            assert_eq!(parse(frame.json())["type"], kind.as_str());
+            assert_eq!(frame.text().as_bytes(), &frame.json()[..]);
+            let events = parse_sse(&frame.sse());
+            assert_eq!(events[0].0, kind.as_str());
+            assert_eq!(events[0].1.as_deref(), cursor);
+        }
+    }
+}

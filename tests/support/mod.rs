@@ -1,0 +1,243 @@
+//! Shared by the black-box tests: a real gateway on 127.0.0.1:0, real
+//! clients (tokio-tungstenite, a hyper client, raw TCP).
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use http_body_util::{BodyExt, Full};
+use hyper::{Method, Request, StatusCode};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use pushgate::config::Config;
+use pushgate::session::UserId;
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+/// The secret and API key every test gateway uses.
+pub const SECRET: &str = "test-secret-0123456789abcdef";
+/// The backend API key.
+pub const API_KEY: &str = "test-api-key-0123456789abcdef";
+
+/// A test WebSocket client.
+pub type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// A configuration for tests: loopback, port 0, short timeouts, no rate limit.
+pub fn config() -> Config {
+    let mut c = Config::default();
+    c.server.listen = "127.0.0.1:0".into();
+    c.server.drain_timeout_secs = 5;
+    c.auth.secret = SECRET.into();
+    c.auth.api_key = API_KEY.into();
+    c.limits.push_rate_per_sec = 0;
+    c.session.ping_interval_secs = 30;
+    c.session.idle_timeout_secs = 60;
+    c.server.static_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/static").into();
+    c
+}
+
+/// A running gateway; dropping it without `stop` aborts it.
+pub struct Gateway {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// Its shared state, for white-box assertions.
+    pub state: std::sync::Arc<pushgate::gateway::Gateway>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl Gateway {
+    /// Starts a gateway with `config` (validated first, as the binary does).
+    pub async fn start(config: Config) -> Self {
+        config.validate().expect("test config is valid");
+        let server = pushgate::Server::bind(config).await.expect("bind");
+        let addr = server.local_addr();
+        let state = std::sync::Arc::clone(server.gateway());
+        let (stop, stopped) = oneshot::channel();
+        let task = tokio::spawn(server.run(async move {
+            let _ = stopped.await;
+        }));
+        Self {
+            addr,
+            state,
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    /// Starts a gateway on the test defaults.
+    pub async fn default() -> Self {
+        Self::start(config()).await
+    }
+
+    /// Triggers the drain and waits for `run` to return (within `limit`).
+    pub async fn stop(mut self, limit: Duration) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let task = self.task.take().expect("running");
+        tokio::time::timeout(limit, task)
+            .await
+            .expect("drained in time")
+            .expect("no panic");
+    }
+
+    /// Starts the drain without waiting.
+    pub fn begin_stop(&mut self) -> JoinHandle<()> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.task.take().expect("running")
+    }
+
+    /// `ws://…/ws?<query>`
+    pub fn ws_url(&self, query: &str) -> String {
+        format!("ws://{}/ws?{query}", self.addr)
+    }
+
+    /// Connects a WebSocket for `user` with a fresh token.
+    pub async fn connect(&self, user: &str) -> Ws {
+        let url = self.ws_url(&format!("token={}", token(user, 3600)));
+        let (ws, _) = tokio_tungstenite::connect_async(url)
+            .await
+            .expect("ws connects");
+        ws
+    }
+
+    /// Sends a request and returns status, headers and body.
+    pub async fn request(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<Bytes>,
+    ) -> Response {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(format!("http://{}{path}", self.addr));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = req.body(Full::new(body.into())).expect("request");
+        let client = Client::builder(TokioExecutor::new()).build_http();
+        let resp = client.request(req).await.expect("http request");
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let body = resp.into_body().collect().await.expect("body").to_bytes();
+        Response {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    /// `POST /push` with the API key and a JSON body.
+    pub async fn push(&self, body: &serde_json::Value) -> Response {
+        let auth = format!("Bearer {API_KEY}");
+        self.request(
+            Method::POST,
+            "/push",
+            &[
+                ("authorization", &auth),
+                ("content-type", "application/json"),
+            ],
+            body.to_string(),
+        )
+        .await
+    }
+
+    /// `GET /metrics` as text.
+    pub async fn metrics(&self) -> String {
+        let resp = self
+            .request(Method::GET, "/metrics", &[], Bytes::new())
+            .await;
+        String::from_utf8(resp.body.to_vec()).expect("utf-8 metrics")
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
+
+/// An HTTP response, read whole.
+#[derive(Debug)]
+pub struct Response {
+    /// Status.
+    pub status: StatusCode,
+    /// Headers.
+    pub headers: hyper::HeaderMap,
+    /// Body bytes.
+    pub body: Bytes,
+}
+
+impl Response {
+    /// The body as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", String::from_utf8_lossy(&self.body)))
+    }
+
+    /// The `error.code` of a JSON error body.
+    pub fn error_code(&self) -> String {
+        self.json()["error"]["code"]
+            .as_str()
+            .expect("error.code")
+            .to_owned()
+    }
+}
+
+/// A token for `user` valid for `ttl_secs` from now.
+pub fn token(user: &str, ttl_secs: u64) -> String {
+    let user = UserId::parse(user).expect("valid user id");
+    let exp = pushgate::gateway::Gateway::unix_now() + ttl_secs;
+    pushgate::auth::token::mint(SECRET.as_bytes(), &user, exp)
+}
+
+/// The next text frame as JSON (skipping pings/pongs), within `limit`.
+pub async fn next_json(ws: &mut Ws, limit: Duration) -> serde_json::Value {
+    loop {
+        let msg = tokio::time::timeout(limit, ws.next())
+            .await
+            .expect("a frame in time")
+            .expect("stream open")
+            .expect("no ws error");
+        match msg {
+            Message::Text(text) => return serde_json::from_str(&text).expect("JSON frame"),
+            Message::Ping(_) | Message::Pong(_) => continue,
+            other => panic!("expected a text frame, got {other:?}"),
+        }
+    }
+}
+
+/// Reads until the close message and returns its code and the frames
+/// before it.
+pub async fn read_until_close(
+    ws: &mut Ws,
+    limit: Duration,
+) -> (Option<u16>, Vec<serde_json::Value>) {
+    let mut frames = Vec::new();
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let msg = tokio::time::timeout_at(deadline, ws.next())
+            .await
+            .expect("closed in time");
+        match msg {
+            Some(Ok(Message::Text(text))) => {
+                frames.push(serde_json::from_str(&text).expect("JSON"))
+            }
+            Some(Ok(Message::Close(frame))) => return (frame.map(|f| u16::from(f.code)), frames),
+            Some(Ok(_)) => continue,
+            Some(Err(_)) | None => return (None, frames),
+        }
+    }
+}
