@@ -1,7 +1,7 @@
 //! The gateway's shared state: what every handler and task sees.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
@@ -13,10 +13,17 @@ use crate::auth::origin::{BadOrigin, OriginPolicy};
 use crate::auth::token::TokenVerifier;
 use crate::bus::{Bus, MemoryBus};
 use crate::config::{BrokerKind, Config};
+use crate::history::Cursor;
 use crate::metrics::Counters;
 use crate::session::registry::Limits;
-use crate::session::{Conn, Registry};
-use crate::wheel::Timer;
+use crate::session::{Conn, Registry, Transport, User};
+use crate::wheel::{Timer, TimerKey};
+
+/// The timer payload of the periodic history sweep (never a connection id
+/// or a session handle).
+pub const HISTORY_SWEEP: u64 = u64::MAX;
+/// How often expired history and idempotency keys are dropped.
+pub const HISTORY_SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Shards of the timing wheel: enough that connection tasks on different
 /// cores rarely meet on one mutex.
@@ -54,6 +61,7 @@ pub struct Gateway {
     pub counters: Counters,
     push_limiter: Option<DefaultDirectRateLimiter>,
     draining: AtomicBool,
+    sweep_timer: OnceLock<TimerKey>,
 }
 
 impl Gateway {
@@ -66,15 +74,21 @@ impl Gateway {
             outbound_queue: config.limits.outbound_queue,
         };
         let registry = Arc::new(Registry::new(limits, counters.clone()));
-        let bus: Arc<dyn Bus> = match config.broker.kind {
-            BrokerKind::Memory => Arc::new(MemoryBus::new(Arc::clone(&registry), counters.clone())),
-            other => return Err(StartError::Broker(other)),
-        };
         let timer = Arc::new(Timer::new(
             config.timer.tick(),
             config.timer.slots,
             TIMER_SHARDS,
         ));
+        let bus: Arc<dyn Bus> = match config.broker.kind {
+            BrokerKind::Memory => Arc::new(MemoryBus::new(
+                Arc::clone(&registry),
+                counters.clone(),
+                *timer.clock(),
+                config.history.size,
+                config.history.ttl().as_millis() as u64,
+            )),
+            other => return Err(StartError::Broker(other)),
+        };
         let push_limiter = std::num::NonZeroU32::new(config.limits.push_rate_per_sec)
             .map(|rate| RateLimiter::direct(Quota::per_second(rate)));
         Ok(Arc::new(Self {
@@ -87,6 +101,7 @@ impl Gateway {
             counters,
             push_limiter,
             draining: AtomicBool::new(false),
+            sweep_timer: OnceLock::new(),
             config,
         }))
     }
@@ -165,11 +180,75 @@ impl Gateway {
         next.max(now)
     }
 
-    /// Forgets a connection: out of the registry, its timer entry freed.
-    pub fn release(&self, conn: &Conn) {
-        self.registry.detach(conn);
+    /// Forgets a connection: out of the registry (through the bus, so the
+    /// position returned covers everything it was sent), its timer entry
+    /// freed.
+    pub fn release(&self, conn: &Conn) -> Cursor {
+        let position = self.bus.release(conn);
         if let Some(key) = conn.timer() {
             self.timer.remove(key);
+        }
+        position
+    }
+
+    /// Parks a poll of `user` until `deadline_ms`: the user's one session
+    /// entry is created on the first poll and only moved afterwards, to the
+    /// earliest deadline among the user's parked polls.
+    ///
+    /// Lock order: never hold a user's session lock while taking its
+    /// connection list, or the reverse.
+    pub fn park_poll(&self, user: &Arc<User>, conn: &Conn, deadline_ms: u64) {
+        conn.set_deadline_ms(deadline_ms);
+        let earliest = user
+            .connections()
+            .iter()
+            .map(|c| c.deadline_ms())
+            .fold(deadline_ms, u64::min);
+        let at = self.timer.clock().instant_at_millis(earliest);
+        let mut session = user.session.lock();
+        if let Some(Ok(seq)) = session.timer.map(|key| self.timer.reset(key, at)) {
+            session.seq = seq;
+            return;
+        }
+        let shard = self.timer.shard_of(user.handle);
+        session.timer = Some(self.timer.insert(shard, at, user.handle));
+        session.seq = 0;
+        drop(session);
+        self.registry.add_session(user);
+    }
+
+    /// A poll of `user` ended: unless another is parked, the session entry
+    /// moves to the session's expiry.
+    pub fn poll_done(&self, user: &User) {
+        let now_ms = self.now_ms();
+        let parked = user
+            .connections()
+            .iter()
+            .any(|c| c.transport == Transport::Poll);
+        let mut session = user.session.lock();
+        session.idle_since_ms = now_ms;
+        if let (Some(key), false) = (session.timer, parked) {
+            let at =
+                self.timer.clock().instant_at_millis(now_ms) + self.config.session.session_ttl();
+            if let Ok(seq) = self.timer.reset(key, at) {
+                session.seq = seq;
+            }
+        }
+    }
+
+    /// Arms (or re-arms: one entry for the process's life) the periodic
+    /// history sweep.
+    pub fn arm_history_sweep(&self) {
+        let at = Instant::now() + HISTORY_SWEEP_INTERVAL;
+        match self.sweep_timer.get() {
+            Some(key) => {
+                let _ = self.timer.reset(*key, at);
+            }
+            None => {
+                let _ = self
+                    .sweep_timer
+                    .set(self.timer.insert(0, at, HISTORY_SWEEP));
+            }
         }
     }
 }

@@ -100,15 +100,23 @@ impl Server {
         &self.gateway
     }
 
-    /// Serves until `shutdown` completes, then drains: stops accepting,
-    /// tells every connection to reconnect elsewhere, waits up to
+    /// Serves until `shutdown` completes, then drains: stops accepting
+    /// clients, tells every connection to reconnect elsewhere, waits up to
     /// `drain_timeout_secs` for them to go, and returns.
+    ///
+    /// While draining the listener stays open: `/readyz` must be seen to
+    /// answer `503` (a refused connection would tell a load balancer
+    /// nothing), and a client told to reconnect that comes straight back
+    /// gets a `503` rather than a reset. New WebSocket, poll and SSE
+    /// clients are refused by the draining flag; new HTTP connections
+    /// answer one request and close.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let Self {
             gateway: gw,
             listener,
             metrics_listener,
         } = self;
+        gw.arm_history_sweep();
         let (stop_tx, stop_rx) = watch::channel(false);
         let (draining_tx, draining_rx) = watch::channel(false);
         let driver = tokio::spawn(drive(
@@ -135,9 +143,22 @@ impl Server {
                 },
             }
         }
-        drop(listener);
+        gw.start_draining();
         let _ = draining_tx.send(true);
-        drain(&gw).await;
+        {
+            let drained = drain(&gw);
+            tokio::pin!(drained);
+            loop {
+                tokio::select! {
+                    () = &mut drained => break,
+                    accepted = listener.accept() => match accepted {
+                        Ok((stream, peer)) => serve_connection(&gw, draining_rx.clone(), stream, peer),
+                        Err(err) => accept_failed(err).await,
+                    },
+                }
+            }
+        }
+        drop(listener);
         let _ = stop_tx.send(true);
         let _ = driver.await;
         info!("pushgate stopped");
@@ -184,8 +205,10 @@ fn http1(gw: &Gateway) -> hyper::server::conn::http1::Builder {
     builder
 }
 
-/// Serves one HTTP connection. When the gateway stops, a keep-alive
-/// connection is shut down gracefully (its in-flight request finishes).
+/// Serves one HTTP connection. When the gateway starts draining, a
+/// keep-alive connection is shut down gracefully: an idle one closes, an
+/// in-flight request finishes, and a connection accepted during the drain
+/// answers its one request and closes.
 fn serve_connection(
     gw: &Arc<Gateway>,
     stop: watch::Receiver<bool>,

@@ -206,7 +206,7 @@ impl ApiError {
     /// [`into_response`](Self::into_response) with the body boxed as the
     /// router's [`Body`].
     pub fn into_body_response(self) -> Response<Body> {
-        self.into_response().map(BodyExt::boxed)
+        self.into_response().map(BodyExt::boxed_unsync)
     }
 }
 

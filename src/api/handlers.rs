@@ -60,12 +60,14 @@ async fn accept_push(gw: &Gateway, req: Request<Incoming>) -> Result<Response<Bo
     })?;
     let body = read_body(req, max).await?;
     let request = PushRequest::parse(&body, gw.config.limits.max_push_users)?;
+    let idempotent = request.id.is_some();
     let id = request.id.unwrap_or_else(generate_id);
     let broadcast = matches!(request.target, PushTarget::Broadcast);
     let published = gw
         .bus
         .publish(Publish {
             id,
+            idempotent,
             target: request.target,
             data: request.data,
         })

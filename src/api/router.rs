@@ -11,13 +11,17 @@ use hyper::{Method, Request, Response};
 use super::error::ApiError;
 use super::{Body, handlers, static_files};
 use crate::gateway::Gateway;
-use crate::transport::websocket;
+use crate::transport::{cors, longpoll, sse, websocket};
 
 /// Which endpoint a path names, and the methods it takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route<'a> {
     /// `GET /ws`
     WebSocket,
+    /// `GET /poll` (and its CORS preflight)
+    Poll,
+    /// `GET /sse` (and its CORS preflight)
+    Sse,
     /// `POST /push`
     Push,
     /// `GET /users/<uid>`
@@ -38,6 +42,8 @@ impl<'a> Route<'a> {
     pub fn of(path: &'a str, metrics_here: bool) -> Self {
         match path {
             "/ws" => Self::WebSocket,
+            "/poll" => Self::Poll,
+            "/sse" => Self::Sse,
             "/push" => Self::Push,
             "/healthz" => Self::Health,
             "/readyz" => Self::Ready,
@@ -53,6 +59,8 @@ impl<'a> Route<'a> {
     pub fn allow(self) -> &'static str {
         match self {
             Self::Push => "POST",
+            Self::WebSocket => "GET",
+            Self::Poll | Self::Sse => "GET, OPTIONS",
             _ => "GET, HEAD",
         }
     }
@@ -61,6 +69,7 @@ impl<'a> Route<'a> {
         match self {
             Self::Push => method == Method::POST,
             Self::WebSocket => method == Method::GET,
+            Self::Poll | Self::Sse => method == Method::GET || method == Method::OPTIONS,
             _ => method == Method::GET || method == Method::HEAD,
         }
     }
@@ -78,7 +87,12 @@ pub async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Response<Body> 
         .into_body_response();
     }
     match route {
-        Route::WebSocket => websocket::upgrade(&gw, req),
+        _ if req.method() == Method::OPTIONS => {
+            cors::preflight(&gw.origins, cors::origin_of(req.headers()))
+        }
+        Route::WebSocket => websocket::upgrade(&gw, req).await,
+        Route::Poll => longpoll::poll(&gw, req).await,
+        Route::Sse => sse::stream(&gw, req).await,
         Route::Push => handlers::push(&gw, req).await,
         Route::User(uid) => handlers::user(&gw, &req, uid),
         Route::Health => handlers::health(),
@@ -107,6 +121,8 @@ mod tests {
     fn paths_map_to_routes() {
         let cases = [
             ("/ws", Route::WebSocket),
+            ("/poll", Route::Poll),
+            ("/sse", Route::Sse),
             ("/push", Route::Push),
             ("/users/alice", Route::User("alice")),
             ("/users/", Route::User("")),

@@ -1,46 +1,81 @@
-//! The in-process bus: one gateway, no broker.
+//! The in-process bus: one gateway, no broker, history in memory.
 
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 use parking_lot::Mutex;
 
-use super::{Bus, BusError, Publish, Published};
+use super::{Bus, BusError, Open, Opened, Publish, Published};
 use crate::api::push::PushTarget;
-use crate::history::Cursor;
+use crate::history::{Cursor, Dedupe, History};
 use crate::metrics::Counters;
-use crate::session::Registry;
+use crate::session::{AtCapacity, Conn, Registry, Transport, UserId};
 use crate::transport::frame::{Frame, StreamKind};
+use crate::wheel::Clock;
+
+/// Numbering, history, idempotency keys: everything the publish lock guards.
+#[derive(Debug)]
+struct State {
+    last_seq: u64,
+    history: History<Frame>,
+    dedupe: Dedupe<Published>,
+}
 
 /// Delivers pushes to this process's connections.
 ///
-/// Numbering and fan-out happen under one lock, so every connection
-/// receives messages in sequence order and a cursor taken from any frame
-/// covers everything before it.
+/// Numbering, recording and fan-out happen under one lock, and so do
+/// resumes and releases: every connection receives messages in sequence
+/// order, and a client's cursor covers everything before it.
 #[derive(Debug)]
 pub struct MemoryBus {
     epoch: u64,
-    last_seq: Mutex<u64>,
+    state: Mutex<State>,
     registry: Arc<Registry>,
     counters: Counters,
+    clock: Clock,
 }
 
 impl MemoryBus {
-    /// A bus over `registry`, with a fresh random epoch (in-memory history
-    /// does not survive a restart, so older cursors must not match).
-    pub fn new(registry: Arc<Registry>, counters: Counters) -> Self {
+    /// A bus over `registry` keeping `history_size` messages per stream for
+    /// `ttl_ms` (also the idempotency window). Its epoch is random: memory
+    /// history does not survive a restart, so older cursors must not match.
+    pub fn new(
+        registry: Arc<Registry>,
+        counters: Counters,
+        clock: Clock,
+        history_size: usize,
+        ttl_ms: u64,
+    ) -> Self {
         Self {
             epoch: rand::random(),
-            last_seq: Mutex::new(0),
+            state: Mutex::new(State {
+                last_seq: 0,
+                history: History::new(history_size, ttl_ms),
+                dedupe: Dedupe::new(ttl_ms),
+            }),
             registry,
             counters,
+            clock,
         }
     }
 
+    fn now_ms(&self) -> u64 {
+        self.clock.millis_at(tokio::time::Instant::now())
+    }
+
     fn publish_now(&self, message: Publish) -> Published {
-        let mut last_seq = self.last_seq.lock();
-        *last_seq += 1;
-        let cursor = Cursor::new(self.epoch, *last_seq);
+        let now_ms = self.now_ms();
+        let mut state = self.state.lock();
+        if message.idempotent
+            && let Some(first) = state.dedupe.get(&message.id, now_ms)
+        {
+            return Published {
+                duplicate: true,
+                ..first
+            };
+        }
+        state.last_seq += 1;
+        let cursor = Cursor::new(self.epoch, state.last_seq);
         let stream = match message.target {
             PushTarget::Broadcast => StreamKind::Broadcast,
             PushTarget::Users(_) => StreamKind::User,
@@ -48,23 +83,69 @@ impl MemoryBus {
         let frame = Frame::message(&message.id, &cursor.to_string(), stream, &message.data);
         let users = match &message.target {
             PushTarget::Broadcast => {
+                state
+                    .history
+                    .append_broadcast(cursor.seq, now_ms, frame.clone());
                 self.registry.broadcast(&frame);
                 self.counters.published_broadcast.increment(1);
                 0
             }
             PushTarget::Users(users) => {
+                state
+                    .history
+                    .append_personal(cursor.seq, now_ms, users, &frame);
                 self.registry.send_to(users, &frame);
                 self.counters.published_user.increment(1);
                 users.len()
             }
         };
-        drop(last_seq);
-        Published {
+        let published = Published {
             id: message.id,
             cursor,
             users,
             duplicate: false,
+        };
+        if message.idempotent {
+            state
+                .dedupe
+                .insert(published.id.clone(), now_ms, published.clone());
         }
+        published
+    }
+
+    /// The `recover` frame and missed messages for `user` after `cursor`,
+    /// and whether that is news (something missed, or a gap).
+    fn resume(&self, state: &State, user: &UserId, cursor: Cursor) -> (Vec<Frame>, bool) {
+        let position = Cursor::new(self.epoch, state.last_seq).to_string();
+        if cursor.epoch != self.epoch {
+            return (vec![Frame::recover(false, &position)], true);
+        }
+        let recovery = state.history.read(user, cursor.seq);
+        let news = !recovery.complete || !recovery.items.is_empty();
+        let mut frames = Vec::with_capacity(recovery.items.len() + 1);
+        frames.push(Frame::recover(recovery.complete, &position));
+        frames.extend(recovery.items.into_iter().map(|(_, frame)| frame));
+        (frames, news)
+    }
+
+    fn open_now(&self, open: Open) -> Result<Opened, AtCapacity> {
+        let state = self.state.lock();
+        let resume = open.cursor.map(|c| self.resume(&state, &open.user, c));
+        if open.transport == Transport::Poll
+            && let Some((frames, true)) = resume
+        {
+            return Ok(Opened::Ready(frames));
+        }
+        let attached =
+            self.registry
+                .attach(open.user, open.transport, open.expires_at, open.now_ms)?;
+        if let Some((frames, _)) = resume
+            && open.transport != Transport::Poll
+        {
+            attached.conn.outbound.push_resume(frames);
+        }
+        drop(state);
+        Ok(Opened::Attached(attached))
     }
 }
 
@@ -74,11 +155,28 @@ impl Bus for MemoryBus {
         Box::pin(async move { Ok(published) })
     }
 
+    fn open(&self, open: Open) -> BoxFuture<'_, Result<Opened, AtCapacity>> {
+        let opened = self.open_now(open);
+        Box::pin(async move { opened })
+    }
+
+    fn release(&self, conn: &Conn) -> Cursor {
+        let state = self.state.lock();
+        self.registry.detach(conn);
+        Cursor::new(self.epoch, state.last_seq)
+    }
+
+    fn sweep(&self, now_ms: u64) {
+        let mut state = self.state.lock();
+        state.history.expire(now_ms);
+        state.dedupe.expire(now_ms);
+    }
+
     fn is_ready(&self) -> bool {
         true
     }
 
     fn position(&self) -> Cursor {
-        Cursor::new(self.epoch, *self.last_seq.lock())
+        Cursor::new(self.epoch, self.state.lock().last_seq)
     }
 }

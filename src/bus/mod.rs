@@ -1,4 +1,5 @@
-//! The bus: where an accepted push is numbered and fanned out.
+//! The bus: where an accepted push is numbered, recorded in history and
+//! fanned out, and where a connection joins live delivery.
 //!
 //! The memory bus (the default) serves one process; a Redis bus lets many
 //! share users. The rest of the gateway sees only [`Bus`].
@@ -10,6 +11,8 @@ use serde_json::value::RawValue;
 
 use crate::api::push::PushTarget;
 use crate::history::Cursor;
+use crate::session::{AtCapacity, Attached, Conn, Transport, UserId};
+use crate::transport::frame::Frame;
 
 pub use memory::MemoryBus;
 
@@ -18,6 +21,8 @@ pub use memory::MemoryBus;
 pub struct Publish {
     /// The push id: the caller's idempotency key or a generated one.
     pub id: String,
+    /// Whether `id` came from the caller (and so is an idempotency key).
+    pub idempotent: bool,
     /// Everyone, or the users named.
     pub target: PushTarget,
     /// The payload, verbatim.
@@ -34,7 +39,7 @@ pub struct Published {
     /// Distinct users addressed (0 for a broadcast).
     pub users: usize,
     /// True when the id was seen within the idempotency window: nothing
-    /// was delivered again.
+    /// was delivered again, and the rest is what the first push returned.
     pub duplicate: bool,
 }
 
@@ -46,11 +51,49 @@ pub enum BusError {
     Unavailable(String),
 }
 
+/// A client joining live delivery, maybe resuming from a cursor.
+#[derive(Debug, Clone)]
+pub struct Open {
+    /// Who.
+    pub user: UserId,
+    /// How.
+    pub transport: Transport,
+    /// When its token expires (seconds since the epoch).
+    pub expires_at: Option<u64>,
+    /// Where it resumes from.
+    pub cursor: Option<Cursor>,
+    /// Now, in ms on the timer's clock.
+    pub now_ms: u64,
+}
+
+/// How a client joined.
+#[derive(Debug)]
+pub enum Opened {
+    /// Attached for live delivery; missed messages (after a `recover`
+    /// frame) are already queued on the connection, ahead of live ones.
+    Attached(Attached),
+    /// A long-poll with messages to return at once: a `recover` frame and
+    /// the missed messages. Nothing was attached.
+    Ready(Vec<Frame>),
+}
+
 /// Numbers messages, keeps them in history and delivers them to every
 /// connection that should see them.
 pub trait Bus: Send + Sync + std::fmt::Debug + 'static {
     /// Accepts a message whole or not at all.
     fn publish(&self, message: Publish) -> BoxFuture<'_, Result<Published, BusError>>;
+
+    /// Joins a client to live delivery with no gap and no duplicate at the
+    /// seam: what history holds after its cursor is read and the client
+    /// attached atomically with respect to publishing.
+    fn open(&self, open: Open) -> BoxFuture<'_, Result<Opened, AtCapacity>>;
+
+    /// Detaches a connection and returns the position it has been sent
+    /// everything up to, atomically with respect to publishing.
+    fn release(&self, conn: &Conn) -> Cursor;
+
+    /// Drops history and idempotency keys past their age.
+    fn sweep(&self, now_ms: u64);
 
     /// Whether the broker is reachable (`/readyz`).
     fn is_ready(&self) -> bool;

@@ -1,5 +1,11 @@
-//! Message history and cursors (pure).
+//! Message history, cursors and idempotency keys (pure: no clock, no I/O).
 
 pub mod cursor;
+pub mod dedupe;
+pub mod ring;
+pub mod store;
 
 pub use cursor::{BadCursor, Cursor};
+pub use dedupe::Dedupe;
+pub use ring::Ring;
+pub use store::{History, Recovery};

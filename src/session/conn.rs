@@ -56,6 +56,7 @@ pub struct Conn {
     /// When the client's token expires (seconds since the epoch), if it has one.
     pub token_expires_at: Option<u64>,
     last_seen_ms: AtomicU64,
+    deadline_ms: AtomicU64,
     timer: OnceLock<TimerKey>,
     timer_seq: AtomicU32,
     killed: AtomicBool,
@@ -79,6 +80,7 @@ impl Conn {
             outbound: Outbound::new(outbound_limit),
             token_expires_at,
             last_seen_ms: AtomicU64::new(now_ms),
+            deadline_ms: AtomicU64::new(u64::MAX),
             timer: OnceLock::new(),
             timer_seq: AtomicU32::new(0),
             killed: AtomicBool::new(false),
@@ -94,6 +96,16 @@ impl Conn {
     /// When the client was last heard from, in ms on the timer's clock.
     pub fn last_seen_ms(&self) -> u64 {
         self.last_seen_ms.load(Ordering::Relaxed)
+    }
+
+    /// Sets when a parked poll times out (ms on the timer's clock).
+    pub fn set_deadline_ms(&self, ms: u64) {
+        self.deadline_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// When a parked poll times out (`u64::MAX`: not a parked poll).
+    pub fn deadline_ms(&self) -> u64 {
+        self.deadline_ms.load(Ordering::Relaxed)
     }
 
     /// Records the connection's timer entry (once).

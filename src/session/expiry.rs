@@ -1,4 +1,9 @@
-//! What happens when a connection's timer entry fires.
+//! What happens when a timer entry fires: a connection's, a long-poll
+//! session's, or the history sweep's.
+//!
+//! A long-poll user's session entry is moved between the deadline of its
+//! parked poll (then the poll is answered with `reconnect`) and the
+//! session's expiry (then the user object is evicted and its entry freed).
 //!
 //! One entry per connection does everything: it pings the client every
 //! `ping_interval`, evicts it after `idle_timeout` without a frame from the
@@ -13,9 +18,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::gateway::Gateway;
+use crate::gateway::{Gateway, HISTORY_SWEEP};
 use crate::metrics::Eviction;
-use crate::session::{Conn, Outgoing};
+use crate::session::registry::SESSION_TAG;
+use crate::session::{Conn, Outgoing, Transport, User};
 use crate::transport::frame::CloseReason;
 use crate::wheel::{ExpirySink, Fired};
 
@@ -47,9 +53,12 @@ impl ConnExpiry {
         let expired = conn
             .token_expires_at
             .is_some_and(|exp| exp <= Gateway::unix_now());
+        // An SSE client cannot send frames; a dead one shows when a ping
+        // fails to write.
+        let can_idle = conn.transport != Transport::Sse;
         let end = if expired {
             Some((CloseReason::TokenExpired, Eviction::TokenExpired))
-        } else if idle_for >= gw.config.session.idle_timeout() {
+        } else if can_idle && idle_for >= gw.config.session.idle_timeout() {
             Some((CloseReason::Idle, Eviction::Idle))
         } else {
             None
@@ -70,16 +79,72 @@ impl ConnExpiry {
             conn.set_timer_seq(seq);
         }
     }
+
+    /// A session entry fired: time out parked polls past their deadline,
+    /// or evict the session if no poll came within `session_ttl`.
+    fn session_fired(&self, user: &Arc<User>, seq: u32, now: Instant) {
+        let gw = &self.gateway;
+        let now_ms = gw.timer.clock().millis_at(now);
+        let polls: Vec<Arc<Conn>> = user
+            .connections()
+            .into_iter()
+            .filter(|c| c.transport == Transport::Poll)
+            .collect();
+        let mut next_ms = u64::MAX;
+        for poll in &polls {
+            if poll.deadline_ms() <= now_ms {
+                // The poll's task answers `reconnect` and calls `poll_done`.
+                poll.kill();
+            } else {
+                next_ms = next_ms.min(poll.deadline_ms());
+            }
+        }
+        let mut session = user.session.lock();
+        let Some(key) = session.timer.filter(|_| session.seq == seq) else {
+            return;
+        };
+        if polls.is_empty() {
+            next_ms = session.idle_since_ms + gw.config.session.session_ttl().as_millis() as u64;
+            if now_ms >= next_ms {
+                drop(session);
+                if let Some(key) = gw.registry.end_session(user) {
+                    gw.timer.remove(key);
+                }
+                gw.counters.evicted(Eviction::SessionTtl, 1);
+                return;
+            }
+        }
+        if next_ms != u64::MAX
+            && let Ok(seq) = gw
+                .timer
+                .reset(key, gw.timer.clock().instant_at_millis(next_ms))
+        {
+            session.seq = seq;
+        }
+    }
+
+    fn sweep(&self, now: Instant) {
+        let gw = &self.gateway;
+        gw.bus.sweep(gw.timer.clock().millis_at(now));
+        gw.arm_history_sweep();
+    }
 }
 
 impl ExpirySink<u64> for ConnExpiry {
     fn expired(&mut self, batch: &[Fired<u64>]) {
         let now = Instant::now();
+        let registry = &self.gateway.registry;
         for fired in batch {
-            let Some(conn) = self.gateway.registry.conn(fired.value) else {
-                continue;
-            };
-            if conn.timer() == Some(fired.key) && conn.is_current_timer(fired.seq) {
+            if fired.value == HISTORY_SWEEP {
+                self.sweep(now);
+            } else if fired.value & SESSION_TAG != 0 {
+                if let Some(user) = registry.session(fired.value) {
+                    self.session_fired(&user, fired.seq, now);
+                }
+            } else if let Some(conn) = registry.conn(fired.value)
+                && conn.timer() == Some(fired.key)
+                && conn.is_current_timer(fired.seq)
+            {
                 self.fired(&conn, now);
             }
         }

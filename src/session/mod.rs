@@ -9,5 +9,5 @@ pub mod user_id;
 
 pub use conn::{Conn, ConnId, Transport};
 pub use outbound::{Outbound, Outgoing, Pushed};
-pub use registry::{AtCapacity, Attached, Registry, User};
+pub use registry::{AtCapacity, Attached, Registry, Session, User};
 pub use user_id::{BadUserId, UserId};

@@ -86,6 +86,18 @@ impl Outbound {
         Pushed::Queued
     }
 
+    /// Queues a resume (a `recover` frame and missed messages) ahead of
+    /// anything else. Not held to the limit: history bounds it.
+    pub fn push_resume(&self, frames: Vec<Frame>) {
+        let mut state = self.state.lock();
+        state.frames += frames.len();
+        for frame in frames.into_iter().rev() {
+            state.items.push_front(Outgoing::Frame(frame));
+        }
+        drop(state);
+        self.ready.notify_one();
+    }
+
     /// Queues a ping unless the connection is closing.
     pub fn push_ping(&self) {
         let mut state = self.state.lock();
@@ -126,10 +138,15 @@ impl Outbound {
         self.state.lock().items.is_empty()
     }
 
-    /// Moves everything queued into `into` (whose allocation is reused).
+    /// Moves everything queued to the end of `into` (an empty `into`
+    /// trades allocations with the queue instead of copying).
     pub fn take(&self, into: &mut VecDeque<Outgoing>) {
         let mut state = self.state.lock();
-        std::mem::swap(&mut state.items, into);
+        if into.is_empty() {
+            std::mem::swap(&mut state.items, into);
+        } else {
+            into.extend(state.items.drain(..));
+        }
         state.frames = 0;
     }
 

@@ -16,27 +16,54 @@ use super::outbound::{Outgoing, Pushed};
 use super::user_id::UserId;
 use crate::metrics::{Counters, Eviction};
 use crate::transport::frame::{CloseReason, Frame};
+use crate::wheel::TimerKey;
+
+/// Set in a user's handle, so session timer payloads never equal a
+/// connection id.
+pub const SESSION_TAG: u64 = 1 << 63;
 
 /// A user's object: created at first contact, reused by every later
-/// connection of that user while it lives.
+/// connection and poll of that user while it lives.
 #[derive(Debug)]
 pub struct User {
     /// Whose object this is.
     pub id: UserId,
+    /// A process-unique number: the payload of the session's timer entry.
+    pub handle: u64,
     conns: Mutex<Vec<Arc<Conn>>>,
+    /// The long-poll session: its one timer entry, reused across polls.
+    pub session: Mutex<Session>,
+}
+
+/// A user's long-poll session between polls.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Session {
+    /// The session's timer entry, while the session lives.
+    pub timer: Option<TimerKey>,
+    /// The entry's latest sequence number.
+    pub seq: u32,
+    /// When the last poll ended (ms on the timer's clock).
+    pub idle_since_ms: u64,
 }
 
 impl User {
-    fn new(id: UserId) -> Self {
+    fn new(id: UserId, handle: u64) -> Self {
         Self {
             id,
+            handle,
             conns: Mutex::new(Vec::new()),
+            session: Mutex::new(Session::default()),
         }
     }
 
     /// The user's live connections, oldest first.
     pub fn connections(&self) -> Vec<Arc<Conn>> {
         self.conns.lock().clone()
+    }
+
+    /// Whether a long-poll session keeps the object alive between polls.
+    pub fn has_session(&self) -> bool {
+        self.session.lock().timer.is_some()
     }
 }
 
@@ -61,6 +88,8 @@ pub struct AtCapacity(pub usize);
 pub struct Attached {
     /// The new connection.
     pub conn: Arc<Conn>,
+    /// Its user's object.
+    pub user: Arc<User>,
     /// The user's oldest connection, closed with `replaced` to make room.
     pub replaced: Option<Arc<Conn>>,
 }
@@ -79,6 +108,7 @@ pub struct Delivered {
 pub struct Registry {
     users: DashMap<UserId, Arc<User>>,
     conns: DashMap<ConnId, Arc<Conn>>,
+    sessions: DashMap<u64, Arc<User>>,
     next_id: AtomicU64,
     open: [AtomicUsize; 3],
     total: AtomicUsize,
@@ -92,6 +122,7 @@ impl Registry {
         Self {
             users: DashMap::new(),
             conns: DashMap::new(),
+            sessions: DashMap::new(),
             next_id: AtomicU64::new(1),
             open: Default::default(),
             total: AtomicUsize::new(0),
@@ -129,15 +160,15 @@ impl Registry {
             token_expires_at,
             now_ms,
         ));
-        let replaced = {
-            let entry = self
-                .users
-                .entry(user.clone())
-                .or_insert_with(|| Arc::new(User::new(user)));
+        let (owner, replaced) = {
+            let entry = self.users.entry(user.clone()).or_insert_with(|| {
+                let handle = self.next_id.fetch_add(1, Ordering::Relaxed) | SESSION_TAG;
+                Arc::new(User::new(user, handle))
+            });
             let mut conns = entry.conns.lock();
             conns.push(Arc::clone(&conn));
             let over = conns.len() > self.limits.max_connections_per_user;
-            over.then(|| conns.remove(0))
+            (Arc::clone(entry.value()), over.then(|| conns.remove(0)))
         };
         self.conns.insert(id, Arc::clone(&conn));
         self.open[transport.index()].fetch_add(1, Ordering::Relaxed);
@@ -148,11 +179,15 @@ impl Registry {
         if ended {
             self.counters.evicted(Eviction::Replaced, 1);
         }
-        Ok(Attached { conn, replaced })
+        Ok(Attached {
+            conn,
+            user: owner,
+            replaced,
+        })
     }
 
-    /// Removes a connection; the user's object goes with its last one.
-    /// Idempotent.
+    /// Removes a connection; the user's object goes with its last one
+    /// unless a long-poll session keeps it. Idempotent.
     pub fn detach(&self, conn: &Conn) {
         if self.conns.remove(&conn.id).is_none() {
             return;
@@ -165,10 +200,36 @@ impl Registry {
                 conns.retain(|c| c.id != conn.id);
                 conns.is_empty()
             };
-            if empty {
+            if empty && !entry.get().has_session() {
                 entry.remove();
             }
         }
+    }
+
+    /// Records that `user` has a long-poll session (its timer entry's
+    /// payload is the user's handle).
+    pub fn add_session(&self, user: &Arc<User>) {
+        self.sessions.insert(user.handle, Arc::clone(user));
+    }
+
+    /// The user whose session entry carries `handle`.
+    pub fn session(&self, handle: u64) -> Option<Arc<User>> {
+        self.sessions.get(&handle).map(|u| Arc::clone(&u))
+    }
+
+    /// Ends a user's long-poll session: the object goes unless connections
+    /// still use it. Returns the session's timer entry, for the caller to
+    /// free.
+    pub fn end_session(&self, user: &Arc<User>) -> Option<TimerKey> {
+        self.sessions.remove(&user.handle);
+        let timer = user.session.lock().timer.take();
+        if let Entry::Occupied(entry) = self.users.entry(user.id.clone())
+            && Arc::ptr_eq(entry.get(), user)
+            && entry.get().conns.lock().is_empty()
+        {
+            entry.remove();
+        }
+        timer
     }
 
     /// A live connection by number.

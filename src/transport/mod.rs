@@ -2,5 +2,8 @@
 //! they share, and the frames they carry.
 
 pub mod client;
+pub mod cors;
 pub mod frame;
+pub mod longpoll;
+pub mod sse;
 pub mod websocket;

@@ -24,6 +24,7 @@ use tracing::{debug, trace, warn};
 use super::client::{self, ClientError};
 use crate::api::Body;
 use crate::api::error::ApiError;
+use crate::bus::{Open, Opened};
 use crate::gateway::Gateway;
 use crate::session::{Conn, Outgoing, Transport};
 use crate::transport::frame::Frame;
@@ -75,7 +76,7 @@ pub fn check_handshake(headers: &HeaderMap) -> Result<String, HandshakeError> {
 
 /// Answers `GET /ws`: refuses with a JSON error, or switches protocols and
 /// spawns the connection's task.
-pub fn upgrade(gw: &Arc<Gateway>, mut req: Request<Incoming>) -> Response<Body> {
+pub async fn upgrade(gw: &Arc<Gateway>, mut req: Request<Incoming>) -> Response<Body> {
     let accept = match check_handshake(req.headers()) {
         Ok(accept) => accept,
         Err(HandshakeError::Version) => {
@@ -94,13 +95,19 @@ pub fn upgrade(gw: &Arc<Gateway>, mut req: Request<Incoming>) -> Response<Body> 
         Ok(client) => client,
         Err(err) => return err.into_response(),
     };
-    let attached = match gw.registry.attach(
-        client.user.clone(),
-        Transport::Ws,
-        client.expires_at,
-        gw.now_ms(),
-    ) {
-        Ok(attached) => attached,
+    let opened = gw
+        .bus
+        .open(Open {
+            user: client.user,
+            transport: Transport::Ws,
+            expires_at: client.expires_at,
+            cursor: client.cursor,
+            now_ms: gw.now_ms(),
+        })
+        .await;
+    let attached = match opened {
+        Ok(Opened::Attached(attached)) => attached,
+        Ok(Opened::Ready(_)) => unreachable!("only long-polls are answered at once"),
         Err(_) => return ClientError::AtCapacity.into_response(),
     };
     let conn = attached.conn;
@@ -119,7 +126,7 @@ pub fn upgrade(gw: &Arc<Gateway>, mut req: Request<Incoming>) -> Response<Body> 
             }
             Err(err) => debug!(conn_id = conn.id, error = %err, "upgrade failed"),
         }
-        gw.release(&conn);
+        let _ = gw.release(&conn);
         debug!(user_id = %conn.user, conn_id = conn.id, transport = "ws", "connection closed");
     });
     let mut resp = Response::new(crate::api::empty());
@@ -167,7 +174,14 @@ where
                 }
             }
             read = ws.next() => {
-                if let Err(end) = on_read(gw, conn, &mut ws, read).await {
+                // Answering may write (a close reply, a 1009 close): race
+                // it against `kill` too.
+                let handled = tokio::select! {
+                    biased;
+                    () = conn.killed() => Err(End::Gone),
+                    handled = on_read(gw, conn, &mut ws, read) => handled,
+                };
+                if let Err(end) = handled {
                     break end;
                 }
             }
@@ -275,7 +289,12 @@ where
             "unsupported",
             "binary frames are not supported",
         )),
-        Message::Close(_) => return Err(End::Gone),
+        Message::Close(_) => {
+            // tungstenite queued the close reply; send it before going
+            // (RFC 6455 §5.5.1: the endpoint answers with a Close).
+            let _ = ws.flush().await;
+            return Err(End::Gone);
+        }
         Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => None,
     };
     if let Some(reply) = reply {

@@ -241,3 +241,72 @@ pub async fn read_until_close(
         }
     }
 }
+
+// Added for the api_* tests: a gateway with a separate metrics listener,
+// and raw HTTP over TCP for requests whose bytes must be exact.
+
+impl Gateway {
+    /// Starts a gateway with `config` and returns it with the address of
+    /// its separate metrics listener (`None` unless `[metrics] listen`).
+    pub async fn start_with_metrics_addr(config: Config) -> (Self, Option<SocketAddr>) {
+        config.validate().expect("test config is valid");
+        let server = pushgate::Server::bind(config).await.expect("bind");
+        let (addr, metrics_addr) = (server.local_addr(), server.metrics_addr());
+        let state = std::sync::Arc::clone(server.gateway());
+        let (stop, stopped) = oneshot::channel();
+        let task = tokio::spawn(server.run(async move {
+            let _ = stopped.await;
+        }));
+        let gw = Self {
+            addr,
+            state,
+            stop: Some(stop),
+            task: Some(task),
+        };
+        (gw, metrics_addr)
+    }
+}
+
+/// Writes `request` as is on a new TCP connection to `addr` and returns
+/// what the server sends until it closes (within 10 s). The request should
+/// carry `Connection: close`.
+pub async fn raw_http(addr: SocketAddr, request: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let exchange = async {
+        let mut stream = TcpStream::connect(addr).await.expect("tcp connect");
+        stream.write_all(request).await.expect("request written");
+        let mut answer = Vec::new();
+        // A reset after the answer still leaves the answer readable.
+        let _ = stream.read_to_end(&mut answer).await;
+        String::from_utf8_lossy(&answer).into_owned()
+    };
+    tokio::time::timeout(Duration::from_secs(10), exchange)
+        .await
+        .expect("raw HTTP answered in time")
+}
+
+/// The status code of a raw HTTP answer (its first line).
+pub fn raw_status(answer: &str) -> u16 {
+    answer
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP answer: {answer:?}"))
+}
+
+/// Helpers for the ws_* tests (raw handshakes and frames, metrics, waiting).
+pub mod ws;
+
+impl Gateway {
+    /// A handle on a gateway already running at `addr` (for requests from
+    /// spawned tasks); dropping it stops nothing.
+    pub fn attach(addr: SocketAddr) -> Self {
+        let state = pushgate::gateway::Gateway::new(config()).expect("state");
+        Self {
+            addr,
+            state,
+            stop: None,
+            task: None,
+        }
+    }
+}

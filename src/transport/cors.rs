@@ -1,0 +1,59 @@
+//! CORS for the browser endpoints a page fetches (`/poll`, `/sse`).
+//!
+//! Only origins in `allowed_origins` are echoed back; a preflight from any
+//! other origin is refused with 403.
+
+use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::{Response, StatusCode};
+
+use crate::api::error::ApiError;
+use crate::api::{Body, empty};
+use crate::auth::origin::OriginPolicy;
+
+/// How long a browser may cache a preflight answer, in seconds.
+pub const PREFLIGHT_MAX_AGE_SECS: u32 = 600;
+
+/// Adds `Access-Control-Allow-Origin` (and `Vary: Origin`) for an
+/// allowed origin.
+pub fn decorate(policy: &OriginPolicy, origin: Option<&str>, headers: &mut HeaderMap) {
+    headers.append(header::VARY, HeaderValue::from_static("Origin"));
+    if let Some(allowed) = policy.cors_allow_origin(origin)
+        && let Ok(value) = HeaderValue::from_str(allowed)
+    {
+        headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, value);
+        headers.insert(
+            header::ACCESS_CONTROL_EXPOSE_HEADERS,
+            HeaderValue::from_static("Retry-After"),
+        );
+    }
+}
+
+/// Answers an `OPTIONS` preflight: 204 with the allowed method and
+/// headers, or 403 for an origin that is not allowed.
+pub fn preflight(policy: &OriginPolicy, origin: Option<&str>) -> Response<Body> {
+    if origin.is_some() && !policy.allows(origin) {
+        return ApiError::Forbidden.into_body_response();
+    }
+    let mut resp = Response::new(empty());
+    *resp.status_mut() = StatusCode::NO_CONTENT;
+    let headers = resp.headers_mut();
+    decorate(policy, origin, headers);
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("GET, OPTIONS"),
+    );
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static("Authorization, Content-Type, Last-Event-ID"),
+    );
+    headers.insert(
+        header::ACCESS_CONTROL_MAX_AGE,
+        HeaderValue::from(PREFLIGHT_MAX_AGE_SECS),
+    );
+    resp
+}
+
+/// The request's `Origin`, if it is valid text.
+pub fn origin_of(headers: &HeaderMap) -> Option<&str> {
+    headers.get(header::ORIGIN).and_then(|v| v.to_str().ok())
+}

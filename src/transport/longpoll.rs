@@ -1,0 +1,137 @@
+//! Long-poll (comet): `GET /poll?token=…[&cursor=…]`.
+//!
+//! The answer is always `200` with a JSON array of frames: at once if
+//! messages after the cursor exist; otherwise the request is parked until
+//! a message arrives or `poll_timeout_secs` passes (then a `reconnect`
+//! frame with the cursor to poll again with). Between polls the user's
+//! object and its one timer entry live on for `session_ttl_secs`; a poll
+//! within that time reuses both (see `Gateway::park_poll`).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use hyper::header::{self, HeaderValue};
+use hyper::{Request, Response};
+
+use super::client::{self, ClientError};
+use super::cors;
+use crate::api::{Body, full};
+use crate::bus::{Open, Opened};
+use crate::gateway::Gateway;
+use crate::session::{Attached, Conn, Outgoing, Transport, User};
+use crate::transport::frame::{Frame, ReconnectReason, json_array};
+
+/// Answers `GET /poll`.
+pub async fn poll<B>(gw: &Arc<Gateway>, req: Request<B>) -> Response<Body> {
+    let mut resp = match answer(gw, &req).await {
+        Ok(frames) => {
+            let mut resp = Response::new(full(json_array(frames.iter().map(|f| f.json()))));
+            let headers = resp.headers_mut();
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            resp
+        }
+        Err(err) => err.into_response(),
+    };
+    cors::decorate(
+        &gw.origins,
+        cors::origin_of(req.headers()),
+        resp.headers_mut(),
+    );
+    resp
+}
+
+async fn answer<B>(gw: &Arc<Gateway>, req: &Request<B>) -> Result<Vec<Frame>, ClientError> {
+    let client = client::admit(gw, req, Transport::Poll)?;
+    let opened = gw
+        .bus
+        .open(Open {
+            user: client.user.clone(),
+            transport: Transport::Poll,
+            expires_at: client.expires_at,
+            cursor: client.cursor,
+            now_ms: gw.now_ms(),
+        })
+        .await
+        .map_err(|_| ClientError::AtCapacity)?;
+    match opened {
+        Opened::Ready(frames) => {
+            if let Some(user) = gw.registry.user(&client.user) {
+                gw.poll_done(&user);
+            }
+            Ok(frames)
+        }
+        Opened::Attached(attached) => Ok(Parked::new(gw, attached).wait().await),
+    }
+}
+
+/// A parked poll. Dropping it (the client went away, or the answer is
+/// ready) detaches the poll and moves the session entry to its expiry.
+struct Parked<'a> {
+    gw: &'a Gateway,
+    conn: Arc<Conn>,
+    user: Arc<User>,
+}
+
+impl<'a> Parked<'a> {
+    fn new(gw: &'a Gateway, attached: Attached) -> Self {
+        let deadline_ms = gw.now_ms() + gw.config.session.poll_timeout().as_millis() as u64;
+        gw.park_poll(&attached.user, &attached.conn, deadline_ms);
+        Self {
+            gw,
+            conn: attached.conn,
+            user: attached.user,
+        }
+    }
+
+    /// Waits for a message, the end of the connection or the timeout, and
+    /// returns the frames to answer with.
+    async fn wait(self) -> Vec<Frame> {
+        let conn = &self.conn;
+        let mut batch = VecDeque::new();
+        loop {
+            tokio::select! {
+                biased;
+                () = conn.killed() => break,
+                () = conn.outbound.ready() => {
+                    conn.outbound.take(&mut batch);
+                    if batch.iter().any(|item| !matches!(item, Outgoing::Ping)) {
+                        break;
+                    }
+                    batch.clear();
+                }
+            }
+        }
+        // Detached under the publish lock: nothing more is queued after
+        // this, and `position` covers all that was.
+        let position = self.gw.release(conn);
+        conn.outbound.take(&mut batch);
+        let mut frames: Vec<Frame> = batch.into_iter().filter_map(to_frame).collect();
+        if frames.is_empty() {
+            frames.push(Frame::reconnect(
+                ReconnectReason::PollTimeout,
+                0,
+                &position.to_string(),
+            ));
+        }
+        frames
+    }
+}
+
+impl Drop for Parked<'_> {
+    fn drop(&mut self) {
+        self.gw.release(&self.conn);
+        self.gw.poll_done(&self.user);
+    }
+}
+
+fn to_frame(item: Outgoing) -> Option<Frame> {
+    match item {
+        Outgoing::Frame(frame) | Outgoing::Reconnect(frame) => Some(frame),
+        Outgoing::Close(reason) => Some(Frame::close(reason)),
+        Outgoing::Ping => None,
+    }
+}
