@@ -152,7 +152,7 @@ impl Server {
                 tokio::select! {
                     () = &mut drained => break,
                     accepted = listener.accept() => match accepted {
-                        Ok((stream, peer)) => serve_connection(&gw, draining_rx.clone(), stream, peer),
+                        Ok((stream, peer)) => serve_one_request(&gw, stream, peer),
                         Err(err) => accept_failed(err).await,
                     },
                 }
@@ -207,8 +207,7 @@ fn http1(gw: &Gateway) -> hyper::server::conn::http1::Builder {
 
 /// Serves one HTTP connection. When the gateway starts draining, a
 /// keep-alive connection is shut down gracefully: an idle one closes, an
-/// in-flight request finishes, and a connection accepted during the drain
-/// answers its one request and closes.
+/// in-flight request finishes.
 fn serve_connection(
     gw: &Arc<Gateway>,
     stop: watch::Receiver<bool>,
@@ -234,6 +233,26 @@ fn serve_connection(
             }
         };
         if let Err(err) = result {
+            debug!(%peer, error = %err, "http connection ended with an error");
+        }
+    });
+}
+
+/// Serves one HTTP connection accepted while draining: one request, then
+/// close. (A graceful shutdown would not do: hyper closes a connection it
+/// has read nothing from yet, before its request arrives.)
+fn serve_one_request(gw: &Arc<Gateway>, stream: TcpStream, peer: SocketAddr) {
+    let _ = stream.set_nodelay(true);
+    let handler = Arc::clone(gw);
+    let service = service_fn(move |req| {
+        let gw = Arc::clone(&handler);
+        async move { Ok::<_, std::convert::Infallible>(router::handle(gw, req).await) }
+    });
+    let mut builder = http1(gw);
+    builder.keep_alive(false);
+    let conn = builder.serve_connection(TokioIo::new(stream), service);
+    tokio::spawn(async move {
+        if let Err(err) = conn.await {
             debug!(%peer, error = %err, "http connection ended with an error");
         }
     });

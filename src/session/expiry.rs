@@ -43,9 +43,15 @@ impl ConnExpiry {
 
     fn fired(&self, conn: &Conn, now: Instant) {
         let gw = &self.gateway;
-        if conn.outbound.is_closing() {
-            // Its end was queued at least one deadline ago: stop waiting.
-            conn.kill();
+        if let Some(since) = conn.outbound.closing_since() {
+            // Its end was queued (here, by a fan-out, a replacement or the
+            // drain): give the close its grace, then stop waiting.
+            let grace_end = since + CLOSE_GRACE;
+            if now >= grace_end {
+                conn.kill();
+            } else if let Some(Ok(seq)) = conn.timer().map(|key| gw.timer.reset(key, grace_end)) {
+                conn.set_timer_seq(seq);
+            }
             return;
         }
         let now_ms = gw.timer.clock().millis_at(now);

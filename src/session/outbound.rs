@@ -12,6 +12,7 @@ use std::collections::VecDeque;
 use crate::transport::frame::{CloseReason, Frame};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
 /// One thing for a connection's task to write.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,6 +45,8 @@ struct State {
     items: VecDeque<Outgoing>,
     frames: usize,
     closing: bool,
+    /// When the end was queued (overflow or `push_end`).
+    closing_since: Option<Instant>,
 }
 
 /// A bounded queue of frames plus the wake-up for the task that drains it.
@@ -74,6 +77,7 @@ impl Outbound {
             state.items.clear();
             state.frames = 0;
             state.closing = true;
+            state.closing_since = Some(Instant::now());
             state.items.push_back(Outgoing::Close(CloseReason::Slow));
             drop(state);
             self.ready.notify_one();
@@ -87,10 +91,11 @@ impl Outbound {
     }
 
     /// Queues a resume (a `recover` frame and missed messages) ahead of
-    /// anything else. Not held to the limit: history bounds it.
+    /// anything else. Not held to the limit, and not counted against it
+    /// either: history bounds it, and a live push arriving before the
+    /// connection's first `take` must not find the replay "too slow".
     pub fn push_resume(&self, frames: Vec<Frame>) {
         let mut state = self.state.lock();
-        state.frames += frames.len();
         for frame in frames.into_iter().rev() {
             state.items.push_front(Outgoing::Frame(frame));
         }
@@ -117,6 +122,7 @@ impl Outbound {
             return false;
         }
         state.closing = true;
+        state.closing_since = Some(Instant::now());
         state.items.push_back(end);
         drop(state);
         self.ready.notify_one();
@@ -128,7 +134,15 @@ impl Outbound {
         self.state.lock().closing
     }
 
-    /// Frames queued and not yet taken.
+    /// When the end was queued, by whichever producer queued it (the
+    /// fan-out on overflow, the registry on `replaced`, drain, the timer):
+    /// the close grace counts from here, not from the timer's last firing.
+    pub fn closing_since(&self) -> Option<Instant> {
+        self.state.lock().closing_since
+    }
+
+    /// Live frames (not counting a resume) queued and not yet taken: what
+    /// the limit is held against.
     pub fn len(&self) -> usize {
         self.state.lock().frames
     }
@@ -170,7 +184,12 @@ mod tests {
         let q = Outbound::new(2);
         assert_eq!(q.push_frame(&frame("a")), Pushed::Queued);
         assert_eq!(q.push_frame(&frame("b")), Pushed::Queued);
+        assert_eq!(q.closing_since(), None);
         assert_eq!(q.push_frame(&frame("c")), Pushed::Overflowed);
+        assert!(
+            q.closing_since().is_some(),
+            "the grace counts from the overflow"
+        );
         assert_eq!(q.push_frame(&frame("d")), Pushed::Closing);
         let mut out = VecDeque::new();
         q.take(&mut out);
@@ -193,11 +212,34 @@ mod tests {
     }
 
     #[test]
+    fn a_resume_longer_than_the_limit_does_not_count_against_it() {
+        let q = Outbound::new(2);
+        let replay: Vec<Frame> = (0..5).map(|i| frame(&i.to_string())).collect();
+        q.push_resume(replay.clone());
+        assert_eq!(q.push_frame(&frame("live 1")), Pushed::Queued);
+        assert_eq!(q.push_frame(&frame("live 2")), Pushed::Queued);
+        assert_eq!(q.push_frame(&frame("live 3")), Pushed::Overflowed);
+        let q = Outbound::new(2);
+        q.push_frame(&frame("live"));
+        q.push_resume(replay.clone());
+        let mut out = VecDeque::new();
+        q.take(&mut out);
+        let want: Vec<Outgoing> = replay
+            .into_iter()
+            .chain([frame("live")])
+            .map(Outgoing::Frame)
+            .collect();
+        assert_eq!(Vec::from(out), want, "the replay goes first");
+    }
+
+    #[test]
     fn only_the_first_end_is_queued() {
         let q = Outbound::new(4);
         let drain = Frame::reconnect(ReconnectReason::Draining, 100, "c");
         assert!(q.push_end(Outgoing::Reconnect(drain.clone())));
+        let since = q.closing_since().expect("closing");
         assert!(!q.push_end(Outgoing::Close(CloseReason::Idle)));
+        assert_eq!(q.closing_since(), Some(since), "the first end's time stays");
         q.push_ping();
         assert_eq!(q.push_frame(&frame("late")), Pushed::Closing);
         let mut out = VecDeque::new();

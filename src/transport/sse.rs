@@ -109,6 +109,11 @@ async fn next_chunk(mut state: Events) -> Option<(Result<BodyFrame<Bytes>, Infal
     if state.ended {
         return None;
     }
+    // hyper asks for the next chunk only once the last one was taken by the
+    // connection: that is the client's sign of life. Without it the
+    // connection's entry would see an SSE client idle forever after
+    // `idle_timeout` and re-arm (and ping) on every tick.
+    state.conn.touch(state.gw.now_ms());
     loop {
         tokio::select! {
             biased;

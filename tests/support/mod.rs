@@ -310,3 +310,7 @@ impl Gateway {
         }
     }
 }
+
+/// Helpers for the poll_*, sse_*, resume_* tests (plain HTTP from spawned
+/// tasks, an SSE client, a resume over any transport).
+pub mod browser;
