@@ -112,6 +112,11 @@ fn warn_about(config: &Config) {
             "auth.secret or auth.api_key is the shipped development value: replace both before exposing this gateway"
         );
     }
+    if config.demo.enabled {
+        warn!(
+            "demo mode is on: /demo/token and /demo/push let anyone act as any user and push to everyone"
+        );
+    }
     if config.auth.anonymous {
         warn!("auth.anonymous is on: any client may claim any user id with ?uid=");
     }

@@ -1,5 +1,6 @@
 //! The HTTP API: routing, request parsing, errors, static files.
 
+pub mod demo;
 pub mod error;
 pub mod handlers;
 pub mod push;

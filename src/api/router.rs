@@ -9,7 +9,7 @@ use hyper::body::Incoming;
 use hyper::{Method, Request, Response};
 
 use super::error::ApiError;
-use super::{Body, handlers, static_files};
+use super::{Body, demo, handlers, static_files};
 use crate::gateway::Gateway;
 use crate::transport::{cors, longpoll, sse, websocket};
 
@@ -26,6 +26,10 @@ pub enum Route<'a> {
     Push,
     /// `GET /users/<uid>`
     User(&'a str),
+    /// `POST /demo/token` (demo mode only)
+    DemoToken,
+    /// `POST /demo/push` (demo mode only)
+    DemoPush,
     /// `GET /healthz`
     Health,
     /// `GET /readyz`
@@ -38,9 +42,11 @@ pub enum Route<'a> {
 
 impl<'a> Route<'a> {
     /// The route for a path (`metrics_here`: whether `/metrics` is served
-    /// on this listener).
-    pub fn of(path: &'a str, metrics_here: bool) -> Self {
+    /// on this listener; `demo`: whether demo mode is on).
+    pub fn of(path: &'a str, metrics_here: bool, demo: bool) -> Self {
         match path {
+            "/demo/token" if demo => Self::DemoToken,
+            "/demo/push" if demo => Self::DemoPush,
             "/ws" => Self::WebSocket,
             "/poll" => Self::Poll,
             "/sse" => Self::Sse,
@@ -58,7 +64,7 @@ impl<'a> Route<'a> {
     /// The methods the route answers, as an `Allow` value.
     pub fn allow(self) -> &'static str {
         match self {
-            Self::Push => "POST",
+            Self::Push | Self::DemoToken | Self::DemoPush => "POST",
             Self::WebSocket => "GET",
             Self::Poll | Self::Sse => "GET, OPTIONS",
             _ => "GET, HEAD",
@@ -67,7 +73,7 @@ impl<'a> Route<'a> {
 
     fn accepts(self, method: &Method) -> bool {
         match self {
-            Self::Push => method == Method::POST,
+            Self::Push | Self::DemoToken | Self::DemoPush => method == Method::POST,
             Self::WebSocket => method == Method::GET,
             Self::Poll | Self::Sse => method == Method::GET || method == Method::OPTIONS,
             _ => method == Method::GET || method == Method::HEAD,
@@ -79,7 +85,7 @@ impl<'a> Route<'a> {
 pub async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Response<Body> {
     let metrics_here = gw.config.metrics.listen.is_none();
     let path = req.uri().path().to_owned();
-    let route = Route::of(&path, metrics_here);
+    let route = Route::of(&path, metrics_here, gw.config.demo.enabled);
     if !route.accepts(req.method()) {
         return ApiError::MethodNotAllowed {
             allow: route.allow(),
@@ -94,6 +100,8 @@ pub async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Response<Body> 
         Route::Poll => longpoll::poll(&gw, req).await,
         Route::Sse => sse::stream(&gw, req).await,
         Route::Push => handlers::push(&gw, req).await,
+        Route::DemoToken => demo::token(&gw, req).await,
+        Route::DemoPush => demo::push(&gw, req).await,
         Route::User(uid) => handlers::user(&gw, &req, uid),
         Route::Health => handlers::health(),
         Route::Ready => handlers::ready(&gw),
@@ -134,9 +142,18 @@ mod tests {
             ("/ws/x", Route::Static("/ws/x")),
         ];
         for (path, want) in cases {
-            assert_eq!(Route::of(path, true), want, "{path}");
+            assert_eq!(Route::of(path, true, false), want, "{path}");
         }
-        assert_eq!(Route::of("/metrics", false), Route::Static("/metrics"));
+        assert_eq!(
+            Route::of("/metrics", false, false),
+            Route::Static("/metrics")
+        );
+        assert_eq!(Route::of("/demo/push", true, true), Route::DemoPush);
+        assert_eq!(Route::of("/demo/token", true, true), Route::DemoToken);
+        assert_eq!(
+            Route::of("/demo/push", true, false),
+            Route::Static("/demo/push")
+        );
     }
 
     #[test]
