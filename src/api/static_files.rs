@@ -57,11 +57,20 @@ pub fn content_type(path: &Path) -> &'static str {
     }
 }
 
-/// Serves one file (GET or HEAD), or 404.
+/// Serves one file (GET or HEAD); 404 when no file is there, 405 for
+/// another method on a file.
 pub async fn serve(root: &str, request_path: &str, method: &Method) -> Response<Body> {
     let Some(path) = resolve(Path::new(root), request_path) else {
         return ApiError::NotFound.into_body_response();
     };
+    if method != Method::GET && method != Method::HEAD {
+        // Only a path naming a file is known; for it, the method is wrong.
+        return match tokio::fs::metadata(&path).await {
+            Ok(meta) if meta.is_file() => ApiError::MethodNotAllowed { allow: "GET, HEAD" },
+            _ => ApiError::NotFound,
+        }
+        .into_body_response();
+    }
     let bytes = match tokio::fs::read(&path).await {
         Ok(bytes) => bytes,
         Err(_) => return ApiError::NotFound.into_body_response(),

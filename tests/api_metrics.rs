@@ -1,0 +1,145 @@
+//! `/metrics` as Prometheus scrapes it: every series PROTOCOL.md names,
+//! values that follow traffic, and the optional separate listener.
+//!
+//! The recorder is process-wide and tests in this file run in parallel, so
+//! counters are compared as "at least this much more", never exactly. The
+//! gauges, set from one gateway's state at scrape time, are checked in
+//! `api_metrics_gauges.rs`, a process with a single gateway.
+
+mod support;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use hyper::Method;
+use serde_json::json;
+use support::{Gateway, config, next_json, raw_http, raw_status};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// The value of the sample `series` (name and labels exactly as rendered,
+/// such as `pushgate_connections{transport="ws"}`), if present.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .find_map(|line| {
+            let (name, value) = line.rsplit_once(' ')?;
+            (name == series).then(|| value.parse().expect("a number"))
+        })
+}
+
+fn required(text: &str, series: &str) -> f64 {
+    sample(text, series).unwrap_or_else(|| panic!("no sample {series} in:\n{text}"))
+}
+
+#[tokio::test]
+async fn metrics_lists_every_series_the_protocol_requires() {
+    let gw = Gateway::default().await;
+    let resp = gw.request(Method::GET, "/metrics", &[], Bytes::new()).await;
+    assert_eq!(resp.status, 200);
+    let content_type = resp.headers["content-type"].to_str().expect("ASCII");
+    assert!(content_type.starts_with("text/plain"), "{content_type}");
+    let text = String::from_utf8(resp.body.to_vec()).expect("UTF-8");
+    for transport in ["ws", "poll", "sse"] {
+        required(
+            &text,
+            &format!(r#"pushgate_connections{{transport="{transport}"}}"#),
+        );
+        required(
+            &text,
+            &format!(r#"pushgate_messages_delivered_total{{transport="{transport}"}}"#),
+        );
+    }
+    required(&text, "pushgate_sessions");
+    required(&text, "pushgate_timer_entries");
+    for stream in ["broadcast", "user"] {
+        required(
+            &text,
+            &format!(r#"pushgate_messages_published_total{{stream="{stream}"}}"#),
+        );
+    }
+    for reason in ["idle", "session_ttl", "slow", "replaced"] {
+        required(
+            &text,
+            &format!(r#"pushgate_evictions_total{{reason="{reason}"}}"#),
+        );
+    }
+    let types = [
+        ("pushgate_connections", "gauge"),
+        ("pushgate_sessions", "gauge"),
+        ("pushgate_timer_entries", "gauge"),
+        ("pushgate_messages_published_total", "counter"),
+        ("pushgate_messages_delivered_total", "counter"),
+        ("pushgate_evictions_total", "counter"),
+        ("pushgate_timer_lateness_seconds", "histogram"),
+    ];
+    for (name, kind) in types {
+        let line = format!("# TYPE {name} {kind}");
+        assert!(text.lines().any(|l| l == line), "no `{line}` in:\n{text}");
+    }
+    required(&text, "pushgate_timer_lateness_seconds_count");
+    required(&text, "pushgate_timer_lateness_seconds_sum");
+    required(
+        &text,
+        r#"pushgate_timer_lateness_seconds_bucket{le="+Inf"}"#,
+    );
+}
+
+#[tokio::test]
+async fn published_and_delivered_counters_grow_with_a_broadcast() {
+    let gw = Gateway::default().await;
+    let mut alice = gw.connect("alice").await;
+    let before = gw.metrics().await;
+    let published = r#"pushgate_messages_published_total{stream="broadcast"}"#;
+    let delivered = r#"pushgate_messages_delivered_total{transport="ws"}"#;
+    let resp = gw.push(&json!({"to": "*", "data": "counted"})).await;
+    assert_eq!(resp.status, 202);
+    assert_eq!(next_json(&mut alice, WAIT).await["data"], "counted");
+    let after = gw.metrics().await;
+    assert!(
+        required(&after, published) >= required(&before, published) + 1.0,
+        "published did not grow:\n{after}"
+    );
+    assert!(
+        required(&after, delivered) >= required(&before, delivered) + 1.0,
+        "delivered did not grow:\n{after}"
+    );
+}
+
+#[tokio::test]
+async fn personal_pushes_count_on_the_user_stream() {
+    let gw = Gateway::default().await;
+    let mut bob = gw.connect("bob").await;
+    let series = r#"pushgate_messages_published_total{stream="user"}"#;
+    let before = required(&gw.metrics().await, series);
+    let resp = gw.push(&json!({"to": ["bob"], "data": "mine"})).await;
+    assert_eq!(resp.status, 202);
+    assert_eq!(next_json(&mut bob, WAIT).await["data"], "mine");
+    let after = required(&gw.metrics().await, series);
+    assert!(after >= before + 1.0, "{before} -> {after}");
+}
+
+#[tokio::test]
+async fn separate_metrics_listener_serves_metrics_and_the_main_listener_does_not() {
+    let mut c = config();
+    c.metrics.listen = Some("127.0.0.1:0".into());
+    let (gw, metrics_addr) = Gateway::start_with_metrics_addr(c).await;
+    let metrics_addr = metrics_addr.expect("a separate metrics listener");
+    assert_ne!(metrics_addr, gw.addr);
+    let answer = raw_http(
+        metrics_addr,
+        b"GET /metrics HTTP/1.1\r\nHost: m\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert_eq!(raw_status(&answer), 200, "{answer}");
+    assert!(answer.contains("pushgate_connections{"), "{answer}");
+    let other = raw_http(
+        metrics_addr,
+        b"GET /healthz HTTP/1.1\r\nHost: m\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert_eq!(raw_status(&other), 404, "only /metrics there: {other}");
+    let main = gw.request(Method::GET, "/metrics", &[], Bytes::new()).await;
+    assert_eq!(main.status, 404, "{:?}", main.body);
+    assert_eq!(main.error_code(), "not_found");
+}
