@@ -59,12 +59,11 @@ impl ConnExpiry {
         let expired = conn
             .token_expires_at
             .is_some_and(|exp| exp <= Gateway::unix_now());
-        // An SSE client cannot send frames; a dead one shows when a ping
-        // fails to write.
-        let can_idle = conn.transport != Transport::Sse;
+        // Activity is a frame from the client, or (SSE, whose clients
+        // cannot send) a chunk the client accepted.
         let end = if expired {
             Some((CloseReason::TokenExpired, Eviction::TokenExpired))
-        } else if can_idle && idle_for >= gw.config.session.idle_timeout() {
+        } else if idle_for >= gw.config.session.idle_timeout() {
             Some((CloseReason::Idle, Eviction::Idle))
         } else {
             None
@@ -113,10 +112,10 @@ impl ConnExpiry {
             next_ms = session.idle_since_ms + gw.config.session.session_ttl().as_millis() as u64;
             if now_ms >= next_ms {
                 drop(session);
-                if let Some(key) = gw.registry.end_session(user) {
+                if gw.registry.end_session(user, key, seq) {
                     gw.timer.remove(key);
+                    gw.counters.evicted(Eviction::SessionTtl, 1);
                 }
-                gw.counters.evicted(Eviction::SessionTtl, 1);
                 return;
             }
         }

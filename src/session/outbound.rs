@@ -103,10 +103,13 @@ impl Outbound {
         self.ready.notify_one();
     }
 
-    /// Queues a ping unless the connection is closing.
+    /// Queues a ping unless the connection is closing or one is pending.
     pub fn push_ping(&self) {
         let mut state = self.state.lock();
-        if !state.closing {
+        // One pending ping is enough; more would only grow the queue of a
+        // client that is not reading.
+        let pending = matches!(state.items.back(), Some(Outgoing::Ping));
+        if !state.closing && !pending {
             state.items.push_back(Outgoing::Ping);
             drop(state);
             self.ready.notify_one();

@@ -217,19 +217,29 @@ impl Registry {
         self.sessions.get(&handle).map(|u| Arc::clone(&u))
     }
 
-    /// Ends a user's long-poll session: the object goes unless connections
-    /// still use it. Returns the session's timer entry, for the caller to
-    /// free.
-    pub fn end_session(&self, user: &Arc<User>) -> Option<TimerKey> {
-        self.sessions.remove(&user.handle);
-        let timer = user.session.lock().timer.take();
+    /// Ends a user's long-poll session if its entry is still `key` armed
+    /// as `seq` (a poll that re-armed it since keeps it alive). The object
+    /// goes unless connections still use it. Returns whether it ended; the
+    /// caller then frees the entry.
+    pub fn end_session(&self, user: &Arc<User>, key: TimerKey, seq: u32) -> bool {
+        {
+            let mut session = user.session.lock();
+            if session.timer != Some(key) || session.seq != seq {
+                return false;
+            }
+            session.timer = None;
+            // Under the session lock: a poll re-arming after this point
+            // finds no entry, makes a new one and registers it again.
+            self.sessions.remove(&user.handle);
+        }
         if let Entry::Occupied(entry) = self.users.entry(user.id.clone())
             && Arc::ptr_eq(entry.get(), user)
             && entry.get().conns.lock().is_empty()
+            && !entry.get().has_session()
         {
             entry.remove();
         }
-        timer
+        true
     }
 
     /// A live connection by number.
