@@ -48,7 +48,7 @@ fi
 if [ -z "${E2E_PUSHGATE_BIN:-}" ]; then
   step "building the gateway (cargo build)"
   (cd "$repo" && cargo build --bin pushgate </dev/null)
-  export E2E_PUSHGATE_BIN="$repo/target/debug/pushgate"
+  export E2E_PUSHGATE_BIN="${CARGO_TARGET_DIR:-$repo/target}/debug/pushgate"
 fi
 
 status=0
