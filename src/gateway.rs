@@ -11,7 +11,7 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use crate::auth::api_key::ApiKey;
 use crate::auth::origin::{BadOrigin, OriginPolicy};
 use crate::auth::token::TokenVerifier;
-use crate::bus::{Bus, MemoryBus};
+use crate::bus::{Bus, BusError, MemoryBus, RedisBus};
 use crate::config::{BrokerKind, Config};
 use crate::history::Cursor;
 use crate::metrics::Counters;
@@ -35,9 +35,49 @@ pub enum StartError {
     /// An allowed origin is malformed.
     #[error("auth.allowed_origins: {0}")]
     Origin(#[from] BadOrigin),
-    /// The configured broker is not available in this build.
-    #[error("broker.kind = {0:?} is not supported yet; use \"memory\"")]
+    /// The broker needs an async start ([`Gateway::connect`]).
+    #[error("broker.kind = {0:?} needs Gateway::connect")]
     Broker(BrokerKind),
+    /// The broker could not be reached at start.
+    #[error("broker: {0}")]
+    Bus(#[from] BusError),
+}
+
+/// What every gateway is built from, whichever its broker.
+struct Parts {
+    counters: Counters,
+    registry: Arc<Registry>,
+    timer: Arc<Timer<u64>>,
+}
+
+impl Parts {
+    fn new(config: &Config) -> Self {
+        let counters = Counters::register();
+        let limits = Limits {
+            max_connections: config.session.max_connections,
+            max_connections_per_user: config.session.max_connections_per_user,
+            outbound_queue: config.limits.outbound_queue,
+        };
+        Self {
+            registry: Arc::new(Registry::new(limits, counters.clone())),
+            timer: Arc::new(Timer::new(
+                config.timer.tick(),
+                config.timer.slots,
+                TIMER_SHARDS,
+            )),
+            counters,
+        }
+    }
+
+    fn memory_bus(&self, config: &Config) -> Arc<dyn Bus> {
+        Arc::new(MemoryBus::new(
+            Arc::clone(&self.registry),
+            self.counters.clone(),
+            *self.timer.clock(),
+            config.history.size,
+            config.history.ttl().as_millis() as u64,
+        ))
+    }
 }
 
 /// Everything the handlers, connection tasks and the timer share.
@@ -65,40 +105,48 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// Builds the gateway from a validated configuration.
+    /// Builds the gateway from a validated configuration with the memory
+    /// broker (`[broker] kind = "redis"` needs [`Gateway::connect`]).
     pub fn new(config: Config) -> Result<Arc<Self>, StartError> {
-        let counters = Counters::register();
-        let limits = Limits {
-            max_connections: config.session.max_connections,
-            max_connections_per_user: config.session.max_connections_per_user,
-            outbound_queue: config.limits.outbound_queue,
-        };
-        let registry = Arc::new(Registry::new(limits, counters.clone()));
-        let timer = Arc::new(Timer::new(
-            config.timer.tick(),
-            config.timer.slots,
-            TIMER_SHARDS,
-        ));
+        if config.broker.kind != BrokerKind::Memory {
+            return Err(StartError::Broker(config.broker.kind));
+        }
+        let parts = Parts::new(&config);
+        let bus = parts.memory_bus(&config);
+        Self::assemble(config, parts, bus)
+    }
+
+    /// Builds the gateway, connecting to Redis when `[broker] kind =
+    /// "redis"` (waiting up to `start_wait_secs` for it).
+    pub async fn connect(config: Config) -> Result<Arc<Self>, StartError> {
+        let parts = Parts::new(&config);
         let bus: Arc<dyn Bus> = match config.broker.kind {
-            BrokerKind::Memory => Arc::new(MemoryBus::new(
-                Arc::clone(&registry),
-                counters.clone(),
-                *timer.clock(),
-                config.history.size,
-                config.history.ttl().as_millis() as u64,
-            )),
-            other => return Err(StartError::Broker(other)),
+            BrokerKind::Memory => parts.memory_bus(&config),
+            BrokerKind::Redis => Arc::new(
+                RedisBus::connect(
+                    &config.broker,
+                    Arc::clone(&parts.registry),
+                    parts.counters.clone(),
+                    config.history.size,
+                    config.history.ttl().as_millis() as u64,
+                )
+                .await?,
+            ),
         };
+        Self::assemble(config, parts, bus)
+    }
+
+    fn assemble(config: Config, parts: Parts, bus: Arc<dyn Bus>) -> Result<Arc<Self>, StartError> {
         let push_limiter = std::num::NonZeroU32::new(config.limits.push_rate_per_sec)
             .map(|rate| RateLimiter::direct(Quota::per_second(rate)));
         Ok(Arc::new(Self {
             tokens: TokenVerifier::new(config.auth.secret.as_bytes()),
             api_key: ApiKey::new(&config.auth.api_key),
             origins: OriginPolicy::new(&config.auth.allowed_origins)?,
-            registry,
-            timer,
+            registry: parts.registry,
+            timer: parts.timer,
             bus,
-            counters,
+            counters: parts.counters,
             push_limiter,
             draining: AtomicBool::new(false),
             sweep_timer: OnceLock::new(),

@@ -15,6 +15,7 @@ pub mod config;
 pub mod gateway;
 pub mod history;
 pub mod metrics;
+pub mod peers;
 pub mod server;
 pub mod session;
 pub mod transport;

@@ -26,8 +26,15 @@ pub mod names {
     pub const EVICTIONS_TOTAL: &str = "pushgate_evictions_total";
     /// Histogram: how late each timer expiry fired after its deadline tick.
     pub const TIMER_LATENESS_SECONDS: &str = "pushgate_timer_lateness_seconds";
+    /// Counter: Redis commands that failed (a push answered 503).
+    pub const BUS_ERRORS_TOTAL: &str = "pushgate_bus_errors_total";
+    /// Counter: times the node lost and renewed its Redis subscription.
+    pub const BUS_RECONNECTS_TOTAL: &str = "pushgate_bus_reconnects_total";
     /// Counter, by `code`: API requests refused, by their stable error code.
     pub const REQUESTS_REFUSED_TOTAL: &str = "pushgate_requests_refused_total";
+    /// Counter, by `reason` (ip_limit, ip_rate, tls): TCP connections to the
+    /// main listener refused or dropped before any request was served.
+    pub const CONNECTIONS_REFUSED_TOTAL: &str = "pushgate_connections_refused_total";
 }
 
 /// Transport label values.
@@ -66,6 +73,32 @@ impl Eviction {
             Self::Slow => "slow",
             Self::Replaced => "replaced",
             Self::TokenExpired => "token_expired",
+        }
+    }
+}
+
+/// Why a TCP connection was refused before serving (the `reason` label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnRefusal {
+    /// Its address already had `[limits] max_connections_per_ip` open.
+    IpLimit,
+    /// Its address opened more than `[limits] connection_rate_per_ip` a second.
+    IpRate,
+    /// The TLS handshake failed or timed out, or the client spoke plain HTTP
+    /// to the TLS listener.
+    Tls,
+}
+
+impl ConnRefusal {
+    /// Every reason, in label order.
+    pub const ALL: [ConnRefusal; 3] = [Self::IpLimit, Self::IpRate, Self::Tls];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::IpLimit => "ip_limit",
+            Self::IpRate => "ip_rate",
+            Self::Tls => "tls",
         }
     }
 }
@@ -123,6 +156,15 @@ fn describe() {
         REQUESTS_REFUSED_TOTAL,
         "API requests refused, by error code."
     );
+    describe_counter!(BUS_ERRORS_TOTAL, "Redis commands that failed.");
+    describe_counter!(
+        BUS_RECONNECTS_TOTAL,
+        "Times the Redis subscription was lost and renewed."
+    );
+    describe_counter!(
+        CONNECTIONS_REFUSED_TOTAL,
+        "TCP connections refused before serving, by reason."
+    );
 }
 
 /// Counter handles resolved once, for the hot paths.
@@ -135,6 +177,7 @@ pub struct Counters {
     /// Published personal messages.
     pub published_user: Counter,
     evictions: [Counter; 5],
+    refusals: [Counter; 3],
 }
 
 impl Counters {
@@ -145,12 +188,20 @@ impl Counters {
             .map(|t| metrics::counter!(names::MESSAGES_DELIVERED_TOTAL, "transport" => t));
         let evictions = Eviction::ALL
             .map(|r| metrics::counter!(names::EVICTIONS_TOTAL, "reason" => r.as_str()));
+        let refusals = ConnRefusal::ALL
+            .map(|r| metrics::counter!(names::CONNECTIONS_REFUSED_TOTAL, "reason" => r.as_str()));
         Self {
             delivered,
             published_broadcast: metrics::counter!(names::MESSAGES_PUBLISHED_TOTAL, "stream" => "broadcast"),
             published_user: metrics::counter!(names::MESSAGES_PUBLISHED_TOTAL, "stream" => "user"),
             evictions,
+            refusals,
         }
+    }
+
+    /// Counts one refused TCP connection.
+    pub fn refused(&self, reason: ConnRefusal) {
+        self.refusals[reason as usize].increment(1);
     }
 
     /// Counts `n` evictions for `reason`.

@@ -1,4 +1,10 @@
 //! The server: accept loop, hyper http1 with upgrades, graceful drain.
+//!
+//! Each accepted connection goes through [`admission`] (per-address limits,
+//! TLS when configured) before hyper sees it.
+
+pub mod admission;
+pub mod tls;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -7,11 +13,13 @@ use std::time::Duration;
 
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::time::Instant;
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
+use self::admission::{Admission, Phase};
+use self::tls::TlsError;
 use crate::api::router;
 use crate::config::Config;
 use crate::gateway::{Gateway, StartError};
@@ -50,12 +58,16 @@ pub enum ServeError {
     /// The gateway could not be built.
     #[error(transparent)]
     Start(#[from] StartError),
+    /// The TLS certificate or key cannot be used (the message names the key).
+    #[error(transparent)]
+    Tls(#[from] TlsError),
 }
 
 /// A bound server, ready to run.
 #[derive(Debug)]
 pub struct Server {
     gateway: Arc<Gateway>,
+    admission: Admission,
     listener: TcpListener,
     metrics_listener: Option<TcpListener>,
 }
@@ -68,7 +80,9 @@ impl Server {
             Some(addr) => Some(parse_addr("metrics.listen", addr)?),
             None => None,
         };
-        let gateway = Gateway::new(config)?;
+        let tls = tls::acceptor(&config.server)?;
+        let gateway = Gateway::connect(config).await?;
+        let admission = Admission::new(Arc::clone(&gateway), tls);
         let listener = bind(listen).await?;
         let metrics_listener = match metrics_listen {
             Some(addr) => Some(bind(addr).await?),
@@ -76,6 +90,7 @@ impl Server {
         };
         Ok(Self {
             gateway,
+            admission,
             listener,
             metrics_listener,
         })
@@ -100,6 +115,11 @@ impl Server {
         &self.gateway
     }
 
+    /// The main listener's admission: per-address counts, TLS.
+    pub fn admission(&self) -> &Admission {
+        &self.admission
+    }
+
     /// Serves until `shutdown` completes, then drains: stops accepting
     /// clients, tells every connection to reconnect elsewhere, waits up to
     /// `drain_timeout_secs` for them to go, and returns.
@@ -113,6 +133,7 @@ impl Server {
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let Self {
             gateway: gw,
+            admission,
             listener,
             metrics_listener,
         } = self;
@@ -132,13 +153,19 @@ impl Server {
                 stopped(stop_rx.clone()),
             ));
         }
-        info!(addr = %listener.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()), "pushgate serving");
+        info!(
+            addr = %listener.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()),
+            tls = admission.is_tls(),
+            "pushgate serving"
+        );
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
                 () = &mut shutdown => break,
                 accepted = listener.accept() => match accepted {
-                    Ok((stream, peer)) => serve_connection(&gw, draining_rx.clone(), stream, peer),
+                    Ok((stream, peer)) => {
+                        admission.accept(stream, peer, Phase::Serving(draining_rx.clone()));
+                    }
                     Err(err) => accept_failed(err).await,
                 },
             }
@@ -152,7 +179,7 @@ impl Server {
                 tokio::select! {
                     () = &mut drained => break,
                     accepted = listener.accept() => match accepted {
-                        Ok((stream, peer)) => serve_one_request(&gw, stream, peer),
+                        Ok((stream, peer)) => admission.accept(stream, peer, Phase::Draining),
                         Err(err) => accept_failed(err).await,
                     },
                 }
@@ -203,59 +230,6 @@ fn http1(gw: &Gateway) -> hyper::server::conn::http1::Builder {
         .max_buf_size(MAX_REQUEST_HEAD_BYTES)
         .max_headers(MAX_HEADERS);
     builder
-}
-
-/// Serves one HTTP connection. When the gateway starts draining, a
-/// keep-alive connection is shut down gracefully: an idle one closes, an
-/// in-flight request finishes.
-fn serve_connection(
-    gw: &Arc<Gateway>,
-    stop: watch::Receiver<bool>,
-    stream: TcpStream,
-    peer: SocketAddr,
-) {
-    let _ = stream.set_nodelay(true);
-    let handler = Arc::clone(gw);
-    let service = service_fn(move |req| {
-        let gw = Arc::clone(&handler);
-        async move { Ok::<_, std::convert::Infallible>(router::handle(gw, req).await) }
-    });
-    let conn = http1(gw)
-        .serve_connection(TokioIo::new(stream), service)
-        .with_upgrades();
-    tokio::spawn(async move {
-        tokio::pin!(conn);
-        let result = tokio::select! {
-            result = conn.as_mut() => result,
-            () = stopped(stop) => {
-                conn.as_mut().graceful_shutdown();
-                conn.await
-            }
-        };
-        if let Err(err) = result {
-            debug!(%peer, error = %err, "http connection ended with an error");
-        }
-    });
-}
-
-/// Serves one HTTP connection accepted while draining: one request, then
-/// close. (A graceful shutdown would not do: hyper closes a connection it
-/// has read nothing from yet, before its request arrives.)
-fn serve_one_request(gw: &Arc<Gateway>, stream: TcpStream, peer: SocketAddr) {
-    let _ = stream.set_nodelay(true);
-    let handler = Arc::clone(gw);
-    let service = service_fn(move |req| {
-        let gw = Arc::clone(&handler);
-        async move { Ok::<_, std::convert::Infallible>(router::handle(gw, req).await) }
-    });
-    let mut builder = http1(gw);
-    builder.keep_alive(false);
-    let conn = builder.serve_connection(TokioIo::new(stream), service);
-    tokio::spawn(async move {
-        if let Err(err) = conn.await {
-            debug!(%peer, error = %err, "http connection ended with an error");
-        }
-    });
 }
 
 async fn serve_metrics(gw: Arc<Gateway>, listener: TcpListener, stop: impl Future<Output = ()>) {

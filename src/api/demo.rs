@@ -8,7 +8,6 @@
 //! Anyone who can reach a gateway in demo mode can act as any user and
 //! push to everyone: the shipped config enables it only on 127.0.0.1.
 
-use http_body_util::{BodyExt, Limited};
 use hyper::header::{self, HeaderValue};
 use hyper::{Request, Response, StatusCode};
 use serde_json::json;
@@ -45,13 +44,7 @@ where
     struct TokenRequest {
         user: String,
     }
-    let body = Limited::new(req.into_body(), MAX_TOKEN_REQUEST_BYTES)
-        .collect()
-        .await
-        .map_err(|_| ApiError::PayloadTooLarge {
-            max: MAX_TOKEN_REQUEST_BYTES,
-        })?
-        .to_bytes();
+    let body = handlers::read_body(gw, req.into_body(), MAX_TOKEN_REQUEST_BYTES).await?;
     let request: TokenRequest = serde_json::from_slice(&body)
         .map_err(|err| ApiError::BadJson(format!("expected {{\"user\": \"<user id>\"}}: {err}")))?;
     let user = UserId::parse(&request.user).map_err(|err| ApiError::BadUserId(err.to_string()))?;

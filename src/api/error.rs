@@ -16,11 +16,13 @@
 //! | `Forbidden` | 403 | `forbidden` |
 //! | `NotFound` | 404 | `not_found` |
 //! | `MethodNotAllowed` | 405 (+ `Allow`) | `method_not_allowed` |
+//! | `RequestTimeout` | 408 (+ `Connection: close`) | `request_timeout` |
 //! | `PayloadTooLarge` | 413 | `payload_too_large` |
 //! | `UnsupportedMediaType` | 415 | `unsupported_media_type` |
 //! | `TooManyRequests` | 429 (+ `Retry-After`) | `rate_limited` |
 //! | `Unavailable` | 503 (+ `Retry-After`) | `unavailable` |
 //! | `ConnectionLimit` | 503 (+ `Retry-After`) | `connection_limit` |
+//! | `IpLimit` | 503 (+ `Retry-After`) | `ip_limit` |
 //! | `Internal` | 500 | `internal` |
 
 use std::borrow::Cow;
@@ -76,6 +78,13 @@ pub enum ApiError {
         /// header value.
         allow: &'static str,
     },
+    /// The request body did not arrive within `[server] body_timeout_secs`
+    /// (408 `request_timeout`); the connection is closed.
+    #[error("request body not received within {secs} s")]
+    RequestTimeout {
+        /// The limit, in seconds.
+        secs: u64,
+    },
     /// The body is over the endpoint's limit (413 `payload_too_large`).
     #[error("body too large (max {max} bytes)")]
     PayloadTooLarge {
@@ -107,6 +116,16 @@ pub enum ApiError {
         /// Sent as `Retry-After`, in seconds.
         retry_after_secs: u64,
     },
+    /// The client's address is over `[limits] max_connections_per_ip` or
+    /// `[limits] connection_rate_per_ip` (503 `ip_limit`).
+    #[error("{reason} (retry after {retry_after_secs} s)")]
+    IpLimit {
+        /// Sent as `Retry-After`, in seconds.
+        retry_after_secs: u64,
+        /// Which limit: a short phrase such as "too many connections from
+        /// this address".
+        reason: &'static str,
+    },
     /// A bug or an unexpected failure (500 `internal`). The detail is for
     /// the log (the caller logs it once); clients only see a generic text.
     #[error("internal error")]
@@ -127,10 +146,11 @@ impl ApiError {
             Self::Forbidden => StatusCode::FORBIDDEN,
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            Self::RequestTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Self::Unavailable { .. } | Self::ConnectionLimit { .. } => {
+            Self::Unavailable { .. } | Self::ConnectionLimit { .. } | Self::IpLimit { .. } => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
@@ -150,11 +170,13 @@ impl ApiError {
             Self::Forbidden => "forbidden",
             Self::NotFound => "not_found",
             Self::MethodNotAllowed { .. } => "method_not_allowed",
+            Self::RequestTimeout { .. } => "request_timeout",
             Self::PayloadTooLarge { .. } => "payload_too_large",
             Self::UnsupportedMediaType => "unsupported_media_type",
             Self::TooManyRequests { .. } => "rate_limited",
             Self::Unavailable { .. } => "unavailable",
             Self::ConnectionLimit { .. } => "connection_limit",
+            Self::IpLimit { .. } => "ip_limit",
             Self::Internal => "internal",
         }
     }
@@ -171,7 +193,10 @@ impl ApiError {
             | Self::Unavailable {
                 retry_after_secs, ..
             }
-            | Self::ConnectionLimit { retry_after_secs } => Some(*retry_after_secs),
+            | Self::ConnectionLimit { retry_after_secs }
+            | Self::IpLimit {
+                retry_after_secs, ..
+            } => Some(*retry_after_secs),
             _ => None,
         }
     }
@@ -197,6 +222,9 @@ impl ApiError {
             }
             Self::Unauthorized => {
                 headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            Self::RequestTimeout { .. } => {
+                headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
             _ => {}
         }
@@ -300,6 +328,15 @@ mod tests {
                 ),
             ),
             (
+                ApiError::RequestTimeout { secs: 10 },
+                (
+                    408,
+                    "request_timeout",
+                    "request body not received within 10 s",
+                    &[("connection", "close")],
+                ),
+            ),
+            (
                 ApiError::PayloadTooLarge { max: 65536 },
                 (
                     413,
@@ -349,6 +386,18 @@ mod tests {
                     "connection_limit",
                     "too many connections (retry after 10 s)",
                     &[("retry-after", "10")],
+                ),
+            ),
+            (
+                ApiError::IpLimit {
+                    retry_after_secs: 1,
+                    reason: "too many connections from this address",
+                },
+                (
+                    503,
+                    "ip_limit",
+                    "too many connections from this address (retry after 1 s)",
+                    &[("retry-after", "1")],
                 ),
             ),
             (ApiError::Internal, (500, "internal", "internal error", &[])),

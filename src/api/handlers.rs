@@ -58,7 +58,7 @@ async fn accept_push(gw: &Gateway, req: Request<Incoming>) -> Result<Response<Bo
     gw.admit_push().map_err(|wait| ApiError::TooManyRequests {
         retry_after_secs: wait.as_secs_f64().ceil().max(1.0) as u64,
     })?;
-    let body = read_body(req, max).await?;
+    let body = read_body(gw, req.into_body(), max).await?;
     let request = PushRequest::parse(&body, gw.config.limits.max_push_users)?;
     let idempotent = request.id.is_some();
     let id = request.id.unwrap_or_else(generate_id);
@@ -95,13 +95,24 @@ async fn accept_push(gw: &Gateway, req: Request<Incoming>) -> Result<Response<Bo
     Ok(json_response(status, &body))
 }
 
-async fn read_body(req: Request<Incoming>, max: usize) -> Result<Bytes, ApiError> {
-    match Limited::new(req.into_body(), max).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(err) if err.is::<http_body_util::LengthLimitError>() => {
+/// Reads a request body of at most `max` bytes within `[server]
+/// body_timeout_secs`: a body trickled in slowly is cut off with `408
+/// request_timeout` instead of holding a connection and a task.
+pub async fn read_body<B>(gw: &Gateway, body: B, max: usize) -> Result<Bytes, ApiError>
+where
+    B: hyper::body::Body,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let limit = gw.config.server.body_timeout();
+    match tokio::time::timeout(limit, Limited::new(body, max).collect()).await {
+        Err(_) => Err(ApiError::RequestTimeout {
+            secs: limit.as_secs(),
+        }),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(err)) if err.is::<http_body_util::LengthLimitError>() => {
             Err(ApiError::PayloadTooLarge { max })
         }
-        Err(err) => Err(ApiError::BadJson(format!("could not read the body: {err}"))),
+        Ok(Err(err)) => Err(ApiError::BadJson(format!("could not read the body: {err}"))),
     }
 }
 
@@ -129,19 +140,30 @@ fn authorize<B>(gw: &Gateway, req: &Request<B>) -> Result<(), ApiError> {
     }
 }
 
-/// `GET /users/<uid>`: whether the user is connected, and how often.
-pub fn user<B>(gw: &Gateway, req: &Request<B>, uid: &str) -> Response<Body> {
+/// `GET /users/<uid>`: whether the user is connected, and how often,
+/// over every node of the cluster.
+pub async fn user<B>(gw: &Gateway, req: &Request<B>, uid: &str) -> Response<Body> {
     let answer = authorize(gw, req).and_then(|()| {
         let decoded = percent_encoding::percent_decode_str(uid).decode_utf8_lossy();
         UserId::parse(&decoded).map_err(|err| ApiError::BadUserId(err.to_string()))
     });
-    match answer {
-        Ok(user) => {
-            let connections = gw.registry.user(&user).map_or(0, |u| u.connections().len());
+    let user = match answer {
+        Ok(user) => user,
+        Err(err) => return err.into_body_response(),
+    };
+    match gw.bus.presence(&user).await {
+        Ok(connections) => {
             let body = json!({ "online": connections > 0, "connections": connections });
             json_response(StatusCode::OK, &body)
         }
-        Err(err) => err.into_body_response(),
+        Err(BusError::Unavailable(why)) => {
+            warn!(error = %why, "presence unavailable");
+            ApiError::Unavailable {
+                retry_after_secs: 1,
+                reason: "broker unavailable".into(),
+            }
+            .into_body_response()
+        }
     }
 }
 

@@ -12,7 +12,11 @@
 //!   later version understands. A field given twice is `bad_json`.
 //! - `data` may be any JSON value, `null` included, but must be present. It
 //!   is kept verbatim (never re-serialized) and may nest at most
-//!   [`MAX_DATA_DEPTH`] arrays or objects deep.
+//!   [`MAX_DATA_DEPTH`] arrays or objects deep. It must also be JSON that
+//!   every client can parse back: a string escape that is a lone UTF-16
+//!   surrogate (`"\ud800"`) or a number beyond the range of a double
+//!   (`1e999`) is `bad_json`, since strict parsers (serde_json, for one)
+//!   refuse the whole frame that carries it.
 //! - `"id": null` is the same as no `id`.
 //! - `to` as a string other than `"*"` is `bad_json`; an empty list is
 //!   `missing_field` ("to: names no user").
@@ -24,6 +28,7 @@
 
 use std::collections::HashSet;
 
+use serde::de::{MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
@@ -169,6 +174,7 @@ impl PushRequest {
         if nesting_depth(data.get()) > MAX_DATA_DEPTH {
             return Err(PushError::TooDeep);
         }
+        check_portable(data)?;
         Ok(Self {
             target,
             id,
@@ -237,6 +243,73 @@ fn parse_id(id: &RawValue) -> Result<Option<String>, PushError> {
         return Err(PushError::BadId(chars));
     }
     Ok(Some(id))
+}
+
+/// Refuses `data` that strict JSON parsers cannot read back: every string
+/// (keys included) is decoded, which refuses lone surrogate escapes, and
+/// every number is converted, which refuses one beyond `f64`. Nothing is
+/// kept; call only once the depth is known to be bounded.
+fn check_portable(data: &RawValue) -> Result<(), PushError> {
+    serde_json::from_str::<Portable>(data.get())
+        .map(|Portable| ())
+        .map_err(|_| PushError::WrongType {
+            field: "data".to_owned(),
+            expected: "JSON every client can parse (no lone surrogate escape, \
+                       no number beyond a double)",
+        })
+}
+
+/// Any JSON value, read through and thrown away.
+struct Portable;
+
+impl<'de> Deserialize<'de> for Portable {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        de.deserialize_any(PortableVisitor)
+    }
+}
+
+struct PortableVisitor;
+
+impl<'de> Visitor<'de> for PortableVisitor {
+    type Value = Portable;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Portable, E> {
+        Ok(Portable)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Portable, E> {
+        Ok(Portable)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Portable, E> {
+        Ok(Portable)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Portable, E> {
+        Ok(Portable)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Portable, E> {
+        Ok(Portable)
+    }
+
+    fn visit_unit<E>(self) -> Result<Portable, E> {
+        Ok(Portable)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Portable, A::Error> {
+        while seq.next_element::<Portable>()?.is_some() {}
+        Ok(Portable)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Portable, A::Error> {
+        while map.next_entry::<Portable, Portable>()?.is_some() {}
+        Ok(Portable)
+    }
 }
 
 /// How many arrays and objects deep valid JSON `json` nests (0 for a
@@ -494,6 +567,44 @@ mod tests {
         assert!(PushRequest::parse(nested(MAX_DATA_DEPTH).as_bytes(), MAX_USERS).is_ok());
         let err = PushRequest::parse(nested(MAX_DATA_DEPTH + 1).as_bytes(), MAX_USERS);
         assert_eq!(err.map(|_| ()), Err(PushError::TooDeep));
+    }
+
+    #[test]
+    fn data_every_client_cannot_parse_is_refused() {
+        let refused = [
+            r#""\ud800""#,
+            r#""\udc00""#,
+            r#""a\ud83dz""#,
+            r#"{"\ud800":1}"#,
+            r#"[1,"\ud800"]"#,
+            "1e999999",
+            "-1e400",
+            r#"{"a":[1e309]}"#,
+        ];
+        for data in refused {
+            let body = format!(r#"{{"to":"*","data":{data}}}"#);
+            let err = PushRequest::parse(body.as_bytes(), MAX_USERS).expect_err(data);
+            assert_eq!(err.code(), "bad_json", "{data}: {err}");
+            assert!(
+                err.to_string()
+                    .starts_with("data: must be JSON every client"),
+                "{err}"
+            );
+        }
+        let accepted = [
+            r#""\ud83d\ude00""#,
+            r#""\u00e9\n\t\"""#,
+            "1.7976931348623157e308",
+            "123456789012345678901234567890",
+            "-0",
+            r#"{"a":{"b":[null,true,false,"x",1.5]}}"#,
+            r#"{"a":1,"a":2}"#,
+        ];
+        for data in accepted {
+            let body = format!(r#"{{"to":"*","data":{data}}}"#);
+            let req = PushRequest::parse(body.as_bytes(), MAX_USERS).expect(data);
+            assert_eq!(req.data.get(), data);
+        }
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! Routing: one `match` from method and path to handler.
 //!
 //! Unknown paths are 404, known paths with the wrong method 405 (with
-//! `Allow`), and every error body is the JSON of `ApiError`.
+//! `Allow`), and every error body is the JSON of `ApiError`. The routes that
+//! read a request body answer within `[server] body_timeout_secs` or get
+//! `408 request_timeout`.
 
 use std::sync::Arc;
 
@@ -105,7 +107,7 @@ pub async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Response<Body> 
         Route::Push => handlers::push(&gw, req).await,
         Route::DemoToken => demo::token(&gw, req).await,
         Route::DemoPush => demo::push(&gw, req).await,
-        Route::User(uid) => handlers::user(&gw, &req, uid),
+        Route::User(uid) => handlers::user(&gw, &req, uid).await,
         Route::Health => handlers::health(),
         Route::Ready => handlers::ready(&gw),
         Route::Metrics => handlers::metrics(&gw),

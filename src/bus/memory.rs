@@ -80,7 +80,13 @@ impl MemoryBus {
             PushTarget::Broadcast => StreamKind::Broadcast,
             PushTarget::Users(_) => StreamKind::User,
         };
-        let frame = Frame::message(&message.id, &cursor.to_string(), stream, &message.data);
+        let frame = Frame::message(
+            cursor.seq,
+            &message.id,
+            &cursor.to_string(),
+            stream,
+            &message.data,
+        );
         let users = match &message.target {
             PushTarget::Broadcast => {
                 state
@@ -142,7 +148,7 @@ impl MemoryBus {
         if let Some((frames, _)) = resume
             && open.transport != Transport::Poll
         {
-            attached.conn.outbound.push_resume(frames);
+            attached.conn.outbound.push_resume(frames, 0);
         }
         drop(state);
         Ok(Opened::Attached(attached))
@@ -178,6 +184,14 @@ impl Bus for MemoryBus {
 
     fn position(&self) -> Cursor {
         Cursor::new(self.epoch, self.state.lock().last_seq)
+    }
+
+    fn presence(&self, user: &UserId) -> BoxFuture<'_, Result<usize, BusError>> {
+        let count = self
+            .registry
+            .user(user)
+            .map_or(0, |u| u.connections().len());
+        Box::pin(async move { Ok(count) })
     }
 }
 

@@ -5,6 +5,7 @@
 //! share users. The rest of the gateway sees only [`Bus`].
 
 pub mod memory;
+pub mod redis;
 
 use futures_util::future::BoxFuture;
 use serde_json::value::RawValue;
@@ -15,6 +16,7 @@ use crate::session::{AtCapacity, Attached, Conn, Transport, UserId};
 use crate::transport::frame::Frame;
 
 pub use memory::MemoryBus;
+pub use redis::RedisBus;
 
 /// A push accepted by the API, to be numbered and delivered.
 #[derive(Debug)]
@@ -98,6 +100,10 @@ pub trait Bus: Send + Sync + std::fmt::Debug + 'static {
     /// Whether the broker is reachable (`/readyz`).
     fn is_ready(&self) -> bool;
 
-    /// The current history epoch and the last sequence number issued.
+    /// The current history epoch and the last sequence number issued (or,
+    /// on a node of a cluster, delivered here).
     fn position(&self) -> Cursor;
+
+    /// How many connections `user` has, over every node (`GET /users/<uid>`).
+    fn presence(&self, user: &UserId) -> BoxFuture<'_, Result<usize, BusError>>;
 }

@@ -43,7 +43,11 @@ const RESERVED_ENV: &[&str] = &["PUSHGATE_CONFIG", "PUSHGATE_LOG"];
 
 /// Keys whose default is absent (`None`), so the serialized defaults do not
 /// show them; all of them are strings.
-const OPTIONAL_STRING_KEYS: &[(&str, &str)] = &[("metrics", "listen")];
+const OPTIONAL_STRING_KEYS: &[(&str, &str)] = &[
+    ("metrics", "listen"),
+    ("server", "tls_cert"),
+    ("server", "tls_key"),
+];
 
 /// Largest accepted `limits.max_push_bytes`: 16 MiB.
 const MAX_PUSH_BYTES_LIMIT: usize = 16 * 1024 * 1024;
@@ -85,9 +89,21 @@ pub struct ServerConfig {
     /// Seconds a client has to send complete request headers before its
     /// connection is closed (slow-client protection). Default 10; must be > 0.
     pub header_timeout_secs: u64,
+    /// Seconds a client has, once its request headers are in, to send the
+    /// whole body of a `POST /push` (or `/demo/*`) and be answered; slower
+    /// gets `408 request_timeout` and the connection is closed (slow-body
+    /// protection). Default 10; must be > 0.
+    pub body_timeout_secs: u64,
     /// Directory served at `/` (the demo page and `pushgate.js`), relative to
     /// the working directory. Default `"static"`.
     pub static_dir: String,
+    /// Path of a PEM file with the TLS certificate chain (leaf first) for
+    /// the main listener, so it serves `https://` and `wss://`. Default
+    /// unset: plain HTTP. Set together with `tls_key`, or neither.
+    pub tls_cert: Option<String>,
+    /// Path of a PEM file with the private key of `tls_cert` (PKCS#8, PKCS#1
+    /// or SEC1). Default unset. Set together with `tls_cert`, or neither.
+    pub tls_key: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -96,7 +112,10 @@ impl Default for ServerConfig {
             listen: "0.0.0.0:8080".to_owned(),
             drain_timeout_secs: 10,
             header_timeout_secs: 10,
+            body_timeout_secs: 10,
             static_dir: "static".to_owned(),
+            tls_cert: None,
+            tls_key: None,
         }
     }
 }
@@ -115,6 +134,16 @@ impl ServerConfig {
     /// `header_timeout_secs` as a duration.
     pub fn header_timeout(&self) -> Duration {
         Duration::from_secs(self.header_timeout_secs)
+    }
+
+    /// `body_timeout_secs` as a duration.
+    pub fn body_timeout(&self) -> Duration {
+        Duration::from_secs(self.body_timeout_secs)
+    }
+
+    /// Whether the main listener speaks TLS (`tls_cert` and `tls_key` set).
+    pub fn is_tls(&self) -> bool {
+        self.tls_cert.is_some() && self.tls_key.is_some()
     }
 }
 
@@ -294,6 +323,16 @@ pub struct LimitsConfig {
     /// Accepted `POST /push` requests per second for the whole process;
     /// more get `429`. Default 1000; 0 means unlimited.
     pub push_rate_per_sec: u32,
+    /// Most open TCP connections to the main listener from one client
+    /// address (an IPv4 address, or an IPv6 /64), counted from accept until
+    /// the connection closes (WebSockets and SSE streams included); more are
+    /// refused (`503 ip_limit`). Default 1000; 0 means unlimited. Behind a
+    /// proxy every connection comes from the proxy's address: set 0.
+    pub max_connections_per_ip: usize,
+    /// New TCP connections per second from one client address (bursts up
+    /// to this many); more are refused (`503 ip_limit`). Default 100; 0
+    /// means unlimited.
+    pub connection_rate_per_ip: u32,
 }
 
 impl Default for LimitsConfig {
@@ -304,6 +343,8 @@ impl Default for LimitsConfig {
             max_client_frame_bytes: 4096,
             outbound_queue: 256,
             push_rate_per_sec: 1000,
+            max_connections_per_ip: 1000,
+            connection_rate_per_ip: 100,
         }
     }
 }
@@ -333,6 +374,16 @@ pub struct BrokerConfig {
     /// deployments can share one Redis. Default `"pushgate"`; must not be
     /// empty.
     pub key_prefix: String,
+    /// Milliseconds to wait for Redis to answer one command (and to connect)
+    /// before the command fails (a push then answers 503). Default 2000; > 0.
+    pub timeout_ms: u64,
+    /// Seconds to keep trying to reach Redis at start before giving up and
+    /// exiting non-zero. Default 0: exit at once if Redis is unreachable.
+    pub start_wait_secs: u64,
+    /// Seconds a node's presence (its connection counts per user) outlives
+    /// its last heartbeat, so a crashed node's counts vanish. Default 15; the
+    /// heartbeat runs every third of it; >= 3.
+    pub presence_ttl_secs: u64,
 }
 
 impl Default for BrokerConfig {
@@ -341,7 +392,22 @@ impl Default for BrokerConfig {
             kind: BrokerKind::Memory,
             url: "redis://127.0.0.1:6379".to_owned(),
             key_prefix: "pushgate".to_owned(),
+            timeout_ms: 2000,
+            start_wait_secs: 0,
+            presence_ttl_secs: 15,
         }
+    }
+}
+
+impl BrokerConfig {
+    /// The per-command timeout.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms)
+    }
+
+    /// How long presence outlives a node's last heartbeat.
+    pub fn presence_ttl(&self) -> Duration {
+        Duration::from_secs(self.presence_ttl_secs)
     }
 }
 
@@ -516,14 +582,22 @@ impl Config {
 
     /// The effective configuration as TOML with `auth.secret` and
     /// `auth.api_key` shown as `***` (for `pushgate check-config`). An unset
-    /// `metrics.listen` shows as a comment.
+    /// `metrics.listen`, and unset `server.tls_cert` and `server.tls_key`,
+    /// show as comments.
     pub fn to_masked_toml(&self) -> String {
         let masked = Config {
             auth: self.auth.masked(),
             ..self.clone()
         };
-        let text =
+        let mut text =
             toml::to_string(&masked).expect("the config tree has only TOML-representable values");
+        if self.server.tls_cert.is_none() && self.server.tls_key.is_none() {
+            text = text.replacen(
+                "[server]\n",
+                "[server]\n# tls_cert and tls_key unset: plain HTTP, no TLS\n",
+                1,
+            );
+        }
         if self.metrics.listen.is_none() {
             return text.replacen(
                 "[metrics]\n",

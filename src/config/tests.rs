@@ -196,6 +196,25 @@ fn validate_checks_each_rule() {
             "server.header_timeout_secs",
         ),
         (
+            |c| c.server.body_timeout_secs = 0,
+            "server.body_timeout_secs",
+        ),
+        (
+            |c| c.server.tls_cert = Some("cert.pem".to_owned()),
+            "server.tls_key",
+        ),
+        (
+            |c| c.server.tls_key = Some("key.pem".to_owned()),
+            "server.tls_cert",
+        ),
+        (
+            |c| {
+                c.server.tls_cert = Some(" ".to_owned());
+                c.server.tls_key = Some("key.pem".to_owned());
+            },
+            "server.tls_cert",
+        ),
+        (
             |c| c.session.poll_timeout_secs = 0,
             "session.poll_timeout_secs",
         ),
@@ -268,6 +287,53 @@ fn validate_checks_each_rule() {
 }
 
 #[test]
+fn tls_is_both_files_or_neither() {
+    let mut config = valid();
+    assert!(!config.server.is_tls());
+    config.server.tls_cert = Some("/etc/pushgate/cert.pem".to_owned());
+    let errors = config.validate().expect_err("key missing");
+    assert_eq!(
+        errors.problems(),
+        ["server.tls_key: must be set when server.tls_cert is (both or neither), got nothing"]
+    );
+    config.server.tls_key = Some("/etc/pushgate/key.pem".to_owned());
+    config.validate().expect("both set");
+    assert!(config.server.is_tls());
+}
+
+#[test]
+fn env_overlay_sets_the_hardening_keys() {
+    let config = valid()
+        .apply_env(env(&[
+            ("PUSHGATE_SERVER_BODY_TIMEOUT_SECS", "3"),
+            ("PUSHGATE_SERVER_TLS_CERT", "/tls/cert.pem"),
+            ("PUSHGATE_SERVER_TLS_KEY", "/tls/key.pem"),
+            ("PUSHGATE_LIMITS_MAX_CONNECTIONS_PER_IP", "0"),
+            ("PUSHGATE_LIMITS_CONNECTION_RATE_PER_IP", "7"),
+        ]))
+        .expect("overlay applies");
+    assert_eq!(config.server.body_timeout(), Duration::from_secs(3));
+    assert_eq!(config.server.tls_cert.as_deref(), Some("/tls/cert.pem"));
+    assert_eq!(config.server.tls_key.as_deref(), Some("/tls/key.pem"));
+    assert_eq!(config.limits.max_connections_per_ip, 0);
+    assert_eq!(config.limits.connection_rate_per_ip, 7);
+    config.validate().expect("valid");
+    let err = valid()
+        .apply_env(env(&[("PUSHGATE_LIMITS_CONNECTION_RATE_PER_IP", "-1")]))
+        .expect_err("negative rate");
+    assert!(err.to_string().contains("\"-1\""), "{err}");
+}
+
+#[test]
+fn hardening_defaults_protect_a_directly_exposed_gateway() {
+    let config = Config::default();
+    assert_eq!(config.server.body_timeout_secs, 10);
+    assert_eq!(config.server.tls_cert, None);
+    assert_eq!(config.limits.max_connections_per_ip, 1000);
+    assert_eq!(config.limits.connection_rate_per_ip, 100);
+}
+
+#[test]
 fn origins_are_star_or_scheme_host_port() {
     let cases = [
         ("*", true),
@@ -301,6 +367,7 @@ fn masked_toml_and_debug_hide_credentials() {
         assert!(shown.contains(MASK), "{shown}");
     }
     assert!(masked.contains("# listen unset"), "{masked}");
+    assert!(masked.contains("# tls_cert and tls_key unset"), "{masked}");
     let reparsed = Config::from_toml_str(&masked).expect("masked output parses");
     assert_eq!(reparsed.auth.secret, MASK);
     assert_eq!(reparsed.session, config.session);

@@ -14,6 +14,32 @@ pub(super) fn server(server: &ServerConfig, errors: &mut ConfigErrors) {
         server.header_timeout_secs,
         errors,
     );
+    positive("server.body_timeout_secs", server.body_timeout_secs, errors);
+    tls_pair(server, errors);
+}
+
+/// `tls_cert` and `tls_key` come together, as non-empty paths. Whether the
+/// files hold a usable certificate and key is checked when the server
+/// starts (`server::tls`), which names the key too.
+fn tls_pair(server: &ServerConfig, errors: &mut ConfigErrors) {
+    let pair = [
+        ("server.tls_cert", &server.tls_cert, "server.tls_key"),
+        ("server.tls_key", &server.tls_key, "server.tls_cert"),
+    ];
+    for (path, value, other) in pair {
+        match value {
+            Some(file) => errors.check(
+                !file.trim().is_empty(),
+                path,
+                format_args!("must be the path of a PEM file, got {file:?}"),
+            ),
+            None => errors.check(
+                pair.iter().all(|(_, v, _)| v.is_none()),
+                path,
+                format_args!("must be set when {other} is (both or neither), got nothing"),
+            ),
+        }
+    }
 }
 
 pub(super) fn session(session: &SessionConfig, errors: &mut ConfigErrors) {
@@ -132,6 +158,16 @@ pub(super) fn broker(broker: &BrokerConfig, errors: &mut ConfigErrors) {
         !broker.key_prefix.is_empty(),
         "broker.key_prefix",
         "must not be empty, got \"\"",
+    );
+    errors.check(
+        broker.timeout_ms > 0,
+        "broker.timeout_ms",
+        format_args!("must be > 0, got {}", broker.timeout_ms),
+    );
+    errors.check(
+        broker.presence_ttl_secs >= 3,
+        "broker.presence_ttl_secs",
+        format_args!("must be >= 3, got {}", broker.presence_ttl_secs),
     );
 }
 

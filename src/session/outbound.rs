@@ -91,11 +91,20 @@ impl Outbound {
     }
 
     /// Queues a resume (a `recover` frame and missed messages) ahead of
-    /// anything else. Not held to the limit, and not counted against it
-    /// either: history bounds it, and a live push arriving before the
-    /// connection's first `take` must not find the replay "too slow".
-    pub fn push_resume(&self, frames: Vec<Frame>) {
+    /// anything else, dropping live copies already queued of messages up to
+    /// `covered` (the history read covered them). Not held to the limit, and
+    /// not counted against it either: history bounds it, and a live push
+    /// arriving before the connection's first `take` must not find the
+    /// replay "too slow".
+    pub fn push_resume(&self, frames: Vec<Frame>, covered: u64) {
         let mut state = self.state.lock();
+        let before = state.items.len();
+        state.items.retain(|item| match item {
+            Outgoing::Frame(frame) => frame.seq() == 0 || frame.seq() > covered,
+            _ => true,
+        });
+        let dropped = before - state.items.len();
+        state.frames = state.frames.saturating_sub(dropped);
         for frame in frames.into_iter().rev() {
             state.items.push_front(Outgoing::Frame(frame));
         }
@@ -218,13 +227,13 @@ mod tests {
     fn a_resume_longer_than_the_limit_does_not_count_against_it() {
         let q = Outbound::new(2);
         let replay: Vec<Frame> = (0..5).map(|i| frame(&i.to_string())).collect();
-        q.push_resume(replay.clone());
+        q.push_resume(replay.clone(), 0);
         assert_eq!(q.push_frame(&frame("live 1")), Pushed::Queued);
         assert_eq!(q.push_frame(&frame("live 2")), Pushed::Queued);
         assert_eq!(q.push_frame(&frame("live 3")), Pushed::Overflowed);
         let q = Outbound::new(2);
         q.push_frame(&frame("live"));
-        q.push_resume(replay.clone());
+        q.push_resume(replay.clone(), 0);
         let mut out = VecDeque::new();
         q.take(&mut out);
         let want: Vec<Outgoing> = replay

@@ -267,6 +267,15 @@ impl Registry {
         self.users.len()
     }
 
+    /// Each user with connections, and how many (presence snapshots).
+    pub fn connection_counts(&self) -> Vec<(UserId, usize)> {
+        self.users
+            .iter()
+            .map(|u| (u.key().clone(), u.conns.lock().len()))
+            .filter(|(_, n)| *n > 0)
+            .collect()
+    }
+
     /// Every live connection, for drain and shutdown.
     pub fn all_connections(&self) -> Vec<Arc<Conn>> {
         self.conns.iter().map(|c| Arc::clone(c.value())).collect()
@@ -308,6 +317,9 @@ impl Registry {
 }
 
 fn queue(conn: &Conn, frame: &Frame, delivered: &mut Delivered) {
+    if conn.is_below_floor(frame.seq()) {
+        return;
+    }
     match conn.outbound.push_frame(frame) {
         Pushed::Queued => delivered.queued[conn.transport.index()] += 1,
         Pushed::Overflowed => delivered.slow += 1,

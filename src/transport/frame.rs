@@ -174,6 +174,20 @@ pub fn message(id: &str, cursor: &str, stream: StreamKind, data: &RawValue) -> B
     w.finish()
 }
 
+/// A `message` frame split around its cursor, for a broker that numbers
+/// the message: `head + cursor + tail` is exactly [`message`]'s output.
+/// Cursors are `[0-9a-f-]`, which need no JSON escaping.
+pub fn message_parts(id: &str, stream: StreamKind, data: &RawValue) -> (Bytes, Bytes) {
+    let data = data.get();
+    let mut head = JsonWriter::with_capacity(id.len());
+    head.raw(r#"{"type":"message","id":"#).string(id);
+    head.raw(r#","cursor":""#);
+    let mut tail = JsonWriter::with_capacity(data.len());
+    tail.raw(r#"","stream":""#).raw(stream.as_str());
+    tail.raw(r#"","data":"#).raw(data).raw("}");
+    (head.finish(), tail.finish())
+}
+
 /// `{"type":"recover","complete":true|false,"cursor":…}`
 pub fn recover(complete: bool, cursor: &str) -> Bytes {
     let mut w = JsonWriter::with_capacity(cursor.len());
@@ -286,6 +300,8 @@ pub struct Frame(Arc<FrameInner>);
 #[derive(Debug)]
 struct FrameInner {
     kind: FrameKind,
+    /// The message's sequence number (0 for other frames).
+    seq: u64,
     /// The JSON, checked as UTF-8 once so every WebSocket send is a clone.
     json: Utf8Bytes,
     cursor: Option<Box<str>>,
@@ -296,18 +312,44 @@ impl Frame {
     fn new(kind: FrameKind, json: Bytes, cursor: Option<&str>) -> Self {
         let json = Utf8Bytes::try_from(json)
             .expect("frames are written from &str and RawValue, so they are UTF-8");
+        Self::from_parts(kind, 0, json, cursor)
+    }
+
+    fn from_parts(kind: FrameKind, seq: u64, json: Utf8Bytes, cursor: Option<&str>) -> Self {
         Self(Arc::new(FrameInner {
             kind,
+            seq,
             json,
             cursor: cursor.map(Box::from),
             sse: OnceLock::new(),
         }))
     }
 
-    /// A `message` frame; see [`message`].
-    pub fn message(id: &str, cursor: &str, stream: StreamKind, data: &RawValue) -> Self {
+    /// The `message` frame of message number `seq`; see [`message`].
+    pub fn message(seq: u64, id: &str, cursor: &str, stream: StreamKind, data: &RawValue) -> Self {
         let json = message(id, cursor, stream, data);
-        Self::new(FrameKind::Message, json, Some(cursor))
+        let mut frame = Self::new(FrameKind::Message, json, Some(cursor));
+        if let Some(inner) = Arc::get_mut(&mut frame.0) {
+            inner.seq = seq;
+        }
+        frame
+    }
+
+    /// A `message` frame from JSON another node encoded (over the Redis
+    /// bus); `None` if the bytes are not UTF-8.
+    pub fn message_from_json(seq: u64, cursor: &str, json: Bytes) -> Option<Self> {
+        let json = Utf8Bytes::try_from(json).ok()?;
+        Some(Self::from_parts(
+            FrameKind::Message,
+            seq,
+            json,
+            Some(cursor),
+        ))
+    }
+
+    /// The message's sequence number; 0 for frames that are not messages.
+    pub fn seq(&self) -> u64 {
+        self.0.seq
     }
 
     /// A `recover` frame; see [`recover`].
@@ -676,7 +718,7 @@ mod tests {
 
     #[test]
     fn frame_keeps_kind_and_cursor_and_builds_sse_once() {
-        let frame = Frame::message("m", "c7", StreamKind::Broadcast, &raw("{}"));
+        let frame = Frame::message(7, "m", "c7", StreamKind::Broadcast, &raw("{}"));
         assert_eq!(frame.kind(), FrameKind::Message);
         assert_eq!(frame.cursor(), Some("c7"));
         assert_eq!(
@@ -708,6 +750,22 @@ mod tests {
             let events = parse_sse(&frame.sse());
             assert_eq!(events[0].0, kind.as_str());
             assert_eq!(events[0].1.as_deref(), cursor);
+        }
+    }
+}
+
+#[cfg(test)]
+mod parts_tests {
+    use super::*;
+
+    #[test]
+    fn message_parts_around_a_cursor_are_exactly_the_message() {
+        let data = RawValue::from_string(r#"{"a": ["x\"y", 1]}"#.into()).expect("json");
+        for stream in [StreamKind::Broadcast, StreamKind::User] {
+            let (head, tail) = message_parts("id-\"1\"", stream, &data);
+            let cursor = "00000000000000ff-42";
+            let joined = [&head[..], cursor.as_bytes(), &tail[..]].concat();
+            assert_eq!(joined, message("id-\"1\"", cursor, stream, &data));
         }
     }
 }

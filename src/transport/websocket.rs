@@ -273,8 +273,18 @@ where
             return close(ws, CloseCode::Size, "message too big").await;
         }
         Some(Err(err)) => {
-            trace!(conn_id = conn.id, error = %err, "read failed");
-            return Err(End::Gone);
+            // RFC 6455 section 7.1.7: a connection failed for bad data
+            // should be told why with a close frame before it goes.
+            return match violation_close_code(&err) {
+                Some(code) => {
+                    debug!(conn_id = conn.id, error = %err, "client broke the protocol");
+                    close(ws, code, "protocol error").await
+                }
+                None => {
+                    trace!(conn_id = conn.id, error = %err, "read failed");
+                    Err(End::Gone)
+                }
+            };
         }
         None => return Err(End::Gone),
     };
@@ -308,6 +318,29 @@ where
         }
     }
     Ok(())
+}
+
+/// The close code for a read error that is the client's fault: 1007 for
+/// text (or a close reason) that is not UTF-8, 1002 for a broken frame.
+/// `None` for errors that leave nobody to tell (a reset, I/O).
+fn violation_close_code(err: &WsError) -> Option<CloseCode> {
+    use tokio_tungstenite::tungstenite::error::ProtocolError as P;
+    match err {
+        WsError::Utf8(_) => Some(CloseCode::Invalid),
+        WsError::Protocol(
+            P::NonZeroReservedBits
+            | P::UnmaskedFrameFromClient
+            | P::FragmentedControlFrame
+            | P::ControlFrameTooBig
+            | P::UnknownControlFrameType(_)
+            | P::UnknownDataFrameType(_)
+            | P::UnexpectedContinueFrame
+            | P::ExpectedFragment(_)
+            | P::InvalidOpcode(_)
+            | P::InvalidCloseSequence,
+        ) => Some(CloseCode::Protocol),
+        _ => None,
+    }
 }
 
 fn is_client_ping(text: &str) -> bool {
@@ -374,6 +407,28 @@ mod tests {
                 h.insert(*name, HeaderValue::from_static(v));
             }
             assert_eq!(check_handshake(&h).as_ref(), Err(want), "{name}: {value:?}");
+        }
+    }
+
+    #[test]
+    fn client_faults_get_1002_or_1007_and_the_rest_no_close() {
+        use tokio_tungstenite::tungstenite::error::ProtocolError as P;
+        let cases = [
+            (WsError::Utf8("bad".into()), Some(CloseCode::Invalid)),
+            (P::UnmaskedFrameFromClient.into(), Some(CloseCode::Protocol)),
+            (P::NonZeroReservedBits.into(), Some(CloseCode::Protocol)),
+            (P::ControlFrameTooBig.into(), Some(CloseCode::Protocol)),
+            (P::InvalidCloseSequence.into(), Some(CloseCode::Protocol)),
+            (P::UnknownDataFrameType(3).into(), Some(CloseCode::Protocol)),
+            (P::ResetWithoutClosingHandshake.into(), None),
+            (WsError::ConnectionClosed, None),
+            (
+                WsError::Io(std::io::ErrorKind::ConnectionReset.into()),
+                None,
+            ),
+        ];
+        for (err, want) in cases {
+            assert_eq!(violation_close_code(&err), want, "{err}");
         }
     }
 

@@ -28,7 +28,9 @@ pub const API_KEY: &str = "test-api-key-0123456789abcdef";
 /// A test WebSocket client.
 pub type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
-/// A configuration for tests: loopback, port 0, short timeouts, no rate limit.
+/// A configuration for tests: loopback, port 0, short timeouts, no rate
+/// limit, no per-address connection limits (every test client comes from
+/// 127.0.0.1; `tests/limits_*.rs` set them where they test them).
 pub fn config() -> Config {
     let mut c = Config::default();
     c.server.listen = "127.0.0.1:0".into();
@@ -36,6 +38,8 @@ pub fn config() -> Config {
     c.auth.secret = SECRET.into();
     c.auth.api_key = API_KEY.into();
     c.limits.push_rate_per_sec = 0;
+    c.limits.max_connections_per_ip = 0;
+    c.limits.connection_rate_per_ip = 0;
     c.session.ping_interval_secs = 30;
     c.session.idle_timeout_secs = 60;
     c.server.static_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/static").into();
@@ -295,6 +299,7 @@ pub fn raw_status(answer: &str) -> u16 {
 }
 
 /// Helpers for the ws_* tests (raw handshakes and frames, metrics, waiting).
+pub mod redis;
 pub mod ws;
 
 impl Gateway {
@@ -314,3 +319,16 @@ impl Gateway {
 /// Helpers for the poll_*, sse_*, resume_* tests (plain HTTP from spawned
 /// tasks, an SSE client, a resume over any transport).
 pub mod browser;
+
+impl Gateway {
+    /// `connect`, as a future that owns its arguments (for `join_all`).
+    pub fn connect_owned(&self, user: String) -> impl std::future::Future<Output = Ws> + use<> {
+        let url = self.ws_url(&format!("token={}", token(&user, 3600)));
+        async move {
+            tokio_tungstenite::connect_async(url)
+                .await
+                .expect("ws connects")
+                .0
+        }
+    }
+}

@@ -1,0 +1,494 @@
+//! The Redis bus: several gateway processes share one set of users.
+//!
+//! Every push runs one Lua script (`publish.lua`) that takes the next
+//! number of a shared sequence, appends the frame to the history streams
+//! (one for broadcasts, one per user) and PUBLISHes it once on one channel.
+//! Every node subscribes to that channel once and delivers what arrives to
+//! its own connections, so any node answers any poll: no sticky sessions.
+//!
+//! Resume on any node: attach the connection first (live frames start to
+//! queue), then read history after the cursor (`resume.lua`), then queue
+//! the `recover` frame and the history ahead of the live frames, skipping
+//! live copies of what history carried (the connection's floor).
+//!
+//! Keys, under `[broker] key_prefix` `P` (so clusters can share a Redis):
+//!
+//! | key | what |
+//! |-----|------|
+//! | `P:seq` | the sequence (INCR) |
+//! | `P:epoch` | the history's epoch (changes if Redis loses the keys) |
+//! | `P:aged`, `P:times` | the age watermark and recent publish times |
+//! | `P:h:b`, `P:h:u:<user>` | history streams, entry id `<seq>-0` |
+//! | `P:id:<push id>` | idempotency keys (`SET NX`, ttl) |
+//! | `P:bus` | the pub/sub channel |
+//! | `P:presence:<node>`, `P:nodes` | connection counts per node, node heartbeats |
+
+mod presence;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use parking_lot::Mutex;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{AsyncCommands, Script, Value};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+
+use super::{Bus, BusError, Open, Opened, Publish, Published};
+use crate::api::push::PushTarget;
+use crate::config::BrokerConfig;
+use crate::history::Cursor;
+use crate::metrics::Counters;
+use crate::session::{AtCapacity, Conn, Outgoing, Registry, Transport, UserId};
+use crate::transport::frame::{Frame, StreamKind, message_parts};
+
+/// The longest wait between attempts to resubscribe.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// Key names under the prefix.
+#[derive(Debug, Clone)]
+struct Keys {
+    prefix: String,
+    seq: String,
+    epoch: String,
+    aged: String,
+    times: String,
+    broadcast: String,
+    channel: String,
+}
+
+impl Keys {
+    fn new(prefix: &str) -> Self {
+        let key = |name: &str| format!("{prefix}:{name}");
+        Self {
+            prefix: prefix.to_owned(),
+            seq: key("seq"),
+            epoch: key("epoch"),
+            aged: key("aged"),
+            times: key("times"),
+            broadcast: key("h:b"),
+            channel: key("bus"),
+        }
+    }
+
+    fn user(&self, user: &str) -> String {
+        format!("{}:h:u:{user}", self.prefix)
+    }
+
+    fn push_id(&self, id: &str) -> String {
+        format!("{}:id:{id}", self.prefix)
+    }
+}
+
+/// What the node and its tasks share.
+#[derive(Debug)]
+struct Shared {
+    conn: ConnectionManager,
+    client: redis::Client,
+    keys: Keys,
+    registry: Arc<Registry>,
+    counters: Counters,
+    history_size: usize,
+    ttl_ms: u64,
+    presence_ttl_ms: u64,
+    /// The epoch and the last sequence number delivered on this node.
+    position: Mutex<Cursor>,
+    ready: AtomicBool,
+    publish: Script,
+    resume: Script,
+    presence: mpsc::UnboundedSender<(UserId, i64)>,
+}
+
+/// A [`Bus`] over Redis pub/sub and streams.
+#[derive(Debug)]
+pub struct RedisBus {
+    shared: Arc<Shared>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for RedisBus {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+impl RedisBus {
+    /// Connects (retrying for up to `start_wait_secs`), subscribes, and
+    /// starts the node's subscriber and presence tasks.
+    pub async fn connect(
+        config: &BrokerConfig,
+        registry: Arc<Registry>,
+        counters: Counters,
+        history_size: usize,
+        ttl_ms: u64,
+    ) -> Result<Self, BusError> {
+        let unavailable = |err: redis::RedisError| BusError::Unavailable(err.to_string());
+        let client = redis::Client::open(config.url.as_str()).map_err(unavailable)?;
+        let manager = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(config.timeout()))
+            .set_response_timeout(Some(config.timeout()))
+            .set_number_of_retries(1)
+            .set_max_delay(MAX_BACKOFF);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(config.start_wait_secs);
+        let mut conn = loop {
+            match client
+                .get_connection_manager_with_config(manager.clone())
+                .await
+            {
+                Ok(conn) => break conn,
+                Err(err) if tokio::time::Instant::now() < deadline => {
+                    warn!(error = %err, "redis unreachable; retrying");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Err(err) => return Err(unavailable(err)),
+            }
+        };
+        let keys = Keys::new(&config.key_prefix);
+        let epoch = ensure_epoch(&mut conn, &keys).await.map_err(unavailable)?;
+        let seq: Option<u64> = conn.get(&keys.seq).await.map_err(unavailable)?;
+        let (presence_tx, presence_rx) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared {
+            conn,
+            client,
+            keys,
+            registry,
+            counters,
+            history_size,
+            ttl_ms,
+            presence_ttl_ms: config.presence_ttl().as_millis() as u64,
+            position: Mutex::new(Cursor::new(epoch, seq.unwrap_or(0))),
+            ready: AtomicBool::new(false),
+            publish: Script::new(include_str!("publish.lua")),
+            resume: Script::new(include_str!("resume.lua")),
+            presence: presence_tx,
+        });
+        let (subscribed_tx, subscribed_rx) = tokio::sync::oneshot::channel();
+        let subscriber = tokio::spawn(subscribe(Arc::clone(&shared), subscribed_tx));
+        let presence = tokio::spawn(presence::run(
+            Arc::clone(&shared),
+            presence_rx,
+            config.presence_ttl(),
+        ));
+        let bus = Self {
+            shared,
+            tasks: vec![subscriber, presence],
+        };
+        match tokio::time::timeout(config.timeout() * 2, subscribed_rx).await {
+            Ok(Ok(())) => Ok(bus),
+            _ => Err(BusError::Unavailable("could not subscribe".into())),
+        }
+    }
+}
+
+/// The epoch in Redis, created if absent (16 hex digits, like cursors).
+async fn ensure_epoch(conn: &mut ConnectionManager, keys: &Keys) -> redis::RedisResult<u64> {
+    let fresh = format!("{:016x}", rand::random::<u64>());
+    let _: bool = conn.set_nx(&keys.epoch, &fresh).await?;
+    let epoch: String = conn.get(&keys.epoch).await?;
+    Ok(u64::from_str_radix(&epoch, 16).unwrap_or(0))
+}
+
+/// The node's one subscription, renewed with backoff whenever it drops.
+/// After a renewal, clients that may have missed messages are told so.
+async fn subscribe(shared: Arc<Shared>, subscribed: tokio::sync::oneshot::Sender<()>) {
+    let mut subscribed = Some(subscribed);
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match shared.client.get_async_pubsub().await {
+            Ok(mut pubsub) => match pubsub.subscribe(&shared.keys.channel).await {
+                Ok(()) => {
+                    backoff = Duration::from_millis(100);
+                    let first = subscribed.is_some();
+                    // The command connection may still be reconnecting after
+                    // an outage: retry until it answers.
+                    for attempt in 1.. {
+                        match shared.catch_up(!first).await {
+                            Ok(()) => break,
+                            Err(err) if attempt < 50 => {
+                                warn!(error = %err, "redis: reading the sequence after subscribing failed; retrying");
+                                tokio::time::sleep(Duration::from_millis(100)).await;
+                            }
+                            Err(err) => {
+                                warn!(error = %err, "redis: giving up on catching up");
+                                break;
+                            }
+                        }
+                    }
+                    if let Some(tx) = subscribed.take() {
+                        let _ = tx.send(());
+                    }
+                    shared.ready.store(true, Ordering::Relaxed);
+                    info!(channel = %shared.keys.channel, "redis: subscribed");
+                    let mut messages = pubsub.on_message();
+                    while let Some(msg) = messages.next().await {
+                        shared.deliver(msg.get_payload_bytes());
+                    }
+                    warn!("redis: subscription lost");
+                }
+                Err(err) => warn!(error = %err, "redis: subscribe failed"),
+            },
+            Err(err) => warn!(error = %err, "redis: cannot connect for pub/sub"),
+        }
+        shared.ready.store(false, Ordering::Relaxed);
+        metrics::counter!(crate::metrics::names::BUS_RECONNECTS_TOTAL).increment(1);
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+impl Shared {
+    /// After (re)subscribing: if messages were published while this node
+    /// was not listening, its clients may have missed some; each is sent
+    /// `recover` with `complete: false` and the current position.
+    async fn catch_up(&self, resubscribed: bool) -> redis::RedisResult<()> {
+        let mut conn = self.conn.clone();
+        let epoch = ensure_epoch(&mut conn, &self.keys).await?;
+        let seq: Option<u64> = conn.get(&self.keys.seq).await?;
+        let now = Cursor::new(epoch, seq.unwrap_or(0));
+        let before = std::mem::replace(&mut *self.position.lock(), now);
+        if resubscribed && before != now {
+            let frame = Frame::recover(false, &now.to_string());
+            for conn in self.registry.all_connections() {
+                conn.outbound.push_resume(vec![frame.clone()], 0);
+            }
+            warn!(from = %before, to = %now, "redis: clients told they may have missed messages");
+        }
+        Ok(())
+    }
+
+    /// Delivers one published message to this node's connections.
+    /// Payload: `<seq>\n<cursor>\n<'*' or users joined by ','>\n<frame JSON>`.
+    fn deliver(&self, payload: &[u8]) {
+        let mut parts = payload.splitn(4, |b| *b == b'\n');
+        let (Some(seq), Some(cursor), Some(target), Some(json)) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            warn!("redis: malformed bus message");
+            return;
+        };
+        let parsed = std::str::from_utf8(seq)
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok());
+        let cursor_text = std::str::from_utf8(cursor).unwrap_or("");
+        let (Some(seq), Ok(cursor)) = (parsed, cursor_text.parse::<Cursor>()) else {
+            warn!("redis: malformed bus message header");
+            return;
+        };
+        let Some(frame) = Frame::message_from_json(seq, cursor_text, Bytes::copy_from_slice(json))
+        else {
+            warn!("redis: bus message is not UTF-8");
+            return;
+        };
+        if target == b"*" {
+            self.registry.broadcast(&frame);
+        } else {
+            let users: Vec<UserId> = std::str::from_utf8(target)
+                .unwrap_or("")
+                .split(',')
+                .filter_map(|u| UserId::parse(u).ok())
+                .collect();
+            self.registry.send_to(&users, &frame);
+        }
+        let mut position = self.position.lock();
+        if position.epoch != cursor.epoch || position.seq < cursor.seq {
+            *position = cursor;
+        }
+    }
+
+    async fn publish(&self, message: Publish) -> Result<Published, BusError> {
+        let (stream, target, streams, users) = match &message.target {
+            PushTarget::Broadcast => (
+                StreamKind::Broadcast,
+                "*".to_owned(),
+                vec![self.keys.broadcast.clone()],
+                0,
+            ),
+            PushTarget::Users(users) => (
+                StreamKind::User,
+                users
+                    .iter()
+                    .map(UserId::as_str)
+                    .collect::<Vec<_>>()
+                    .join(","),
+                users.iter().map(|u| self.keys.user(u.as_str())).collect(),
+                users.len(),
+            ),
+        };
+        let (head, tail) = message_parts(&message.id, stream, &message.data);
+        let first_user = if users == 0 { 7 } else { 6 };
+        let mut invocation = self.publish.prepare_invoke();
+        invocation
+            .key(&self.keys.seq)
+            .key(&self.keys.epoch)
+            .key(&self.keys.aged)
+            .key(&self.keys.times)
+            .key(self.keys.push_id(&message.id));
+        for key in &streams {
+            invocation.key(key);
+        }
+        invocation
+            .arg(format!("{:016x}", rand::random::<u64>()))
+            .arg(&head[..])
+            .arg(&tail[..])
+            .arg(&target)
+            .arg(self.history_size)
+            .arg(self.ttl_ms)
+            .arg(if message.idempotent { "1" } else { "0" })
+            .arg(&self.keys.channel)
+            .arg(first_user);
+        let mut conn = self.conn.clone();
+        let (fresh, cursor): (i64, String) =
+            invocation.invoke_async(&mut conn).await.map_err(|err| {
+                metrics::counter!(crate::metrics::names::BUS_ERRORS_TOTAL).increment(1);
+                BusError::Unavailable(err.to_string())
+            })?;
+        let cursor = cursor
+            .parse::<Cursor>()
+            .map_err(|_| BusError::Unavailable("redis returned a malformed cursor".into()))?;
+        if fresh == 1 {
+            match stream {
+                StreamKind::Broadcast => self.counters.published_broadcast.increment(1),
+                StreamKind::User => self.counters.published_user.increment(1),
+            }
+        }
+        Ok(Published {
+            id: message.id,
+            cursor,
+            users,
+            duplicate: fresh == 0,
+        })
+    }
+
+    /// History after `cursor` for `user`: `(complete, position, frames)`.
+    async fn read(
+        &self,
+        user: &UserId,
+        cursor: Cursor,
+    ) -> redis::RedisResult<(bool, Cursor, Vec<Frame>)> {
+        let mut conn = self.conn.clone();
+        let (complete, epoch, current, broadcast, own): (i64, String, u64, Value, Value) = self
+            .resume
+            .key(&self.keys.epoch)
+            .key(&self.keys.seq)
+            .key(&self.keys.aged)
+            .key(&self.keys.broadcast)
+            .key(self.keys.user(user.as_str()))
+            .arg(format!("{:016x}", cursor.epoch))
+            .arg(cursor.seq)
+            .invoke_async(&mut conn)
+            .await?;
+        let epoch = u64::from_str_radix(&epoch, 16).unwrap_or(0);
+        let position = Cursor::new(epoch, current);
+        let mut frames: Vec<Frame> = entries(epoch, broadcast)
+            .chain(entries(epoch, own))
+            .collect();
+        frames.sort_by_key(Frame::seq);
+        let complete = complete == 1 && (self.history_size > 0 || cursor.seq >= current);
+        Ok((complete, position, frames))
+    }
+
+    /// Attaches, then reads history, then queues the resume.
+    async fn open(&self, open: Open) -> Result<Opened, AtCapacity> {
+        let user = open.user.clone();
+        let attached =
+            self.registry
+                .attach(open.user, open.transport, open.expires_at, open.now_ms)?;
+        let _ = self.presence.send((user.clone(), 1));
+        let Some(cursor) = open.cursor else {
+            return Ok(Opened::Attached(attached));
+        };
+        let (complete, position, history) = match self.read(&user, cursor).await {
+            Ok(read) => read,
+            Err(err) => {
+                warn!(error = %err, "redis: history read failed; resuming incomplete");
+                (false, *self.position.lock(), Vec::new())
+            }
+        };
+        let news = !complete || !history.is_empty();
+        let mut frames = Vec::with_capacity(history.len() + 1);
+        frames.push(Frame::recover(complete, &position.to_string()));
+        frames.extend(history);
+        let conn = &attached.conn;
+        conn.set_floor(position.seq);
+        if open.transport == Transport::Poll && news {
+            self.release(conn);
+            let mut live = std::collections::VecDeque::new();
+            conn.outbound.take(&mut live);
+            frames.extend(live.into_iter().filter_map(|item| match item {
+                Outgoing::Frame(frame) if frame.seq() > position.seq => Some(frame),
+                _ => None,
+            }));
+            return Ok(Opened::Ready(frames));
+        }
+        if open.transport != Transport::Poll {
+            conn.outbound.push_resume(frames, position.seq);
+        }
+        Ok(Opened::Attached(attached))
+    }
+
+    fn release(&self, conn: &Conn) -> Cursor {
+        if self.registry.conn(conn.id).is_some() {
+            self.registry.detach(conn);
+            let _ = self.presence.send((conn.user.clone(), -1));
+        }
+        *self.position.lock()
+    }
+}
+
+/// Frames from an XRANGE reply: `[[id, ['f', frame]], …]`.
+fn entries(epoch: u64, reply: Value) -> impl Iterator<Item = Frame> {
+    let items = match reply {
+        Value::Array(items) => items,
+        _ => Vec::new(),
+    };
+    items.into_iter().filter_map(move |entry| {
+        let Value::Array(mut pair) = entry else {
+            return None;
+        };
+        let fields = pair.pop()?;
+        let id = pair.pop()?;
+        let id: String = redis::from_redis_value(id).ok()?;
+        let seq: u64 = id.split('-').next()?.parse().ok()?;
+        let fields: Vec<Vec<u8>> = redis::from_redis_value(fields).ok()?;
+        let json = fields.get(1)?.clone();
+        Frame::message_from_json(seq, &Cursor::new(epoch, seq).to_string(), Bytes::from(json))
+    })
+}
+
+impl Bus for RedisBus {
+    fn publish(&self, message: Publish) -> BoxFuture<'_, Result<Published, BusError>> {
+        Box::pin(self.shared.publish(message))
+    }
+
+    fn open(&self, open: Open) -> BoxFuture<'_, Result<Opened, AtCapacity>> {
+        Box::pin(self.shared.open(open))
+    }
+
+    fn release(&self, conn: &Conn) -> Cursor {
+        self.shared.release(conn)
+    }
+
+    fn sweep(&self, _now_ms: u64) {
+        // History ages out inside Redis (publish.lua trims, user streams expire).
+    }
+
+    fn is_ready(&self) -> bool {
+        self.shared.ready.load(Ordering::Relaxed)
+    }
+
+    fn position(&self) -> Cursor {
+        *self.shared.position.lock()
+    }
+
+    fn presence(&self, user: &UserId) -> BoxFuture<'_, Result<usize, BusError>> {
+        let user = user.clone();
+        Box::pin(async move { presence::count(&self.shared, &user).await })
+    }
+}

@@ -1,0 +1,38 @@
+-- Reads what a client missed after its cursor: the broadcast stream and its own.
+--
+-- KEYS[1] epoch   KEYS[2] sequence   KEYS[3] age watermark
+-- KEYS[4] broadcast stream   KEYS[5] the user's stream
+-- ARGV[1] the cursor's epoch   ARGV[2] the cursor's sequence number
+-- Returns {complete (0/1), epoch, current sequence, broadcast entries, user entries};
+-- entries are {id, {'f', frame}}.
+
+local epoch = redis.call('GET', KEYS[1]) or ''
+local current = tonumber(redis.call('GET', KEYS[2]) or '0')
+if epoch ~= ARGV[1] then
+  return {0, epoch, current, {}, {}}
+end
+local after = tonumber(ARGV[2])
+local aged = tonumber(redis.call('GET', KEYS[3]) or '0')
+
+-- A stream covers the cursor if nothing after it was dropped. A stream that
+-- no longer exists aged out whole: the watermark answers for it.
+local function covers(stream)
+  if redis.call('EXISTS', stream) == 0 then return after >= aged end
+  local info = redis.call('XINFO', 'STREAM', stream)
+  for i = 1, #info, 2 do
+    if info[i] == 'max-deleted-entry-id' then
+      local deleted = tonumber(string.match(info[i + 1], '^(%d+)'))
+      return deleted <= after
+    end
+  end
+  return true
+end
+
+local complete = 0
+if covers(KEYS[4]) and covers(KEYS[5]) then complete = 1 end
+local from = '(' .. after .. '-0'
+return {
+  complete, epoch, current,
+  redis.call('XRANGE', KEYS[4], from, '+'),
+  redis.call('XRANGE', KEYS[5], from, '+'),
+}

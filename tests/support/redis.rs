@@ -1,0 +1,111 @@
+//! Redis for the cluster tests: the real server at 127.0.0.1:6379, a key
+//! prefix of the test's own, and private servers a test may stop.
+
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use pushgate::config::{BrokerKind, Config};
+
+/// The shared Redis every machine of this project runs.
+pub const REDIS_URL: &str = "redis://127.0.0.1:6379";
+
+/// Whether Redis answers; without it the cluster tests skip, except under
+/// CI (where a missing Redis is a failure, not a skip).
+pub fn available() -> bool {
+    let up = TcpStream::connect_timeout(
+        &"127.0.0.1:6379".parse().expect("addr"),
+        Duration::from_secs(1),
+    )
+    .is_ok();
+    if !up {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI has a Redis at 127.0.0.1:6379, and it does not answer"
+        );
+        eprintln!("SKIPPED: no Redis answers at 127.0.0.1:6379");
+    }
+    up
+}
+
+/// A key prefix no other test uses.
+pub fn prefix(test: &str) -> String {
+    format!("pgtest:{test}:{:08x}", rand::random::<u32>())
+}
+
+/// A test config on the Redis broker at `url` under `prefix`.
+pub fn config(url: &str, prefix: &str) -> Config {
+    let mut c = super::config();
+    c.broker.kind = BrokerKind::Redis;
+    c.broker.url = url.to_owned();
+    c.broker.key_prefix = prefix.to_owned();
+    c.broker.timeout_ms = 1000;
+    c
+}
+
+/// A private redis-server on a free port, for tests that stop it.
+pub struct PrivateRedis {
+    /// Its port.
+    pub port: u16,
+    child: Option<Child>,
+}
+
+impl PrivateRedis {
+    /// Starts one on a free port and waits until it answers.
+    pub fn start() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("free port")
+            .local_addr()
+            .expect("addr")
+            .port();
+        let mut redis = Self { port, child: None };
+        redis.restart();
+        redis
+    }
+
+    /// Its URL.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Starts it again on the same port (after `stop`).
+    pub fn restart(&mut self) {
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &self.port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server runs");
+        self.child = Some(child);
+        for _ in 0..100 {
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("private redis did not start");
+    }
+
+    /// Kills it (losing every key, as a Redis without persistence does).
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for PrivateRedis {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
