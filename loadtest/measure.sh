@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# The reference measurements: each scenario against its own fresh release
+# pushgate (so memory baselines are clean), results in
+# loadtest/results/<UTC time>/ as JSON, Markdown and SVG.
+#
+# Usage: loadtest/measure.sh [idle] [fanout] [poll-fanout] [evict]  (default: all)
+#   N_IDLE, N_FANOUT, N_POLL, N_EVICT override the connection counts.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+N_IDLE=${N_IDLE:-19000}
+N_FANOUT=${N_FANOUT:-19000}
+N_POLL=${N_POLL:-10000}
+N_EVICT=${N_EVICT:-10000}
+scenarios=("$@")
+(( ${#scenarios[@]} > 0 )) || scenarios=(idle fanout poll-fanout evict)
+
+cargo build --release -p pushgate
+cargo build --release -p loadtest
+out="loadtest/results/$(date -u +%Y%m%dT%H%M%SZ)"
+mkdir -p "$out"
+{
+    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "pushgate commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- src 2>/dev/null || echo ' (with uncommitted changes in src/)')"
+    echo "machine: $(uname -sr), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+} >"$out/about.txt"
+
+# The gateway's configuration for load runs: only what differs from
+# pushgate's built-in defaults (the repository's config.toml is for
+# development and changes under us). Environment overrides add the rest.
+# write_config PATH PUSHGATE: per-address connection limits are switched off
+# too (every client here is 127.0.0.x) when this build has them.
+write_config() {
+    local path=$1 bin=$2 per_ip
+    for per_ip in yes no; do
+        {
+            printf '[server]\nlisten = "127.0.0.1:0"\ndrain_timeout_secs = 1\n\n'
+            printf '[auth]\nsecret = "loadtest-secret-not-for-production"\n'
+            printf 'api_key = "loadtest-api-key-not-for-production"\nanonymous = true\n\n'
+            printf '[session]\nmax_connections = 19800\n\n'
+            printf '[limits]\npush_rate_per_sec = 0\n'
+            if [[ $per_ip == yes ]]; then
+                printf 'max_connections_per_ip = 0\nconnection_rate_per_ip = 0\n'
+            fi
+        } >"$path"
+        "$bin" check-config --config "$path" >/dev/null 2>&1 && return 0
+    done
+    echo "cannot write a configuration pushgate accepts:" >&2
+    "$bin" check-config --config "$path" >&2
+    return 1
+}
+export LOADTEST_API_KEY="loadtest-api-key-not-for-production"
+
+tmp=$(mktemp -d)
+# Our own copy of the binary: others may rebuild target/release meanwhile.
+cp target/release/pushgate "$tmp/pushgate"
+write_config "$out/gateway.toml" "$tmp/pushgate"
+
+gw_pid=""
+stop_gateway() {
+    if [[ -n "$gw_pid" ]] && kill -0 "$gw_pid" 2>/dev/null; then
+        kill -TERM "$gw_pid" 2>/dev/null || true
+        for _ in $(seq 1 100); do
+            kill -0 "$gw_pid" 2>/dev/null || break
+            sleep 0.2
+        done
+        kill -KILL "$gw_pid" 2>/dev/null || true
+    fi
+    gw_pid=""
+}
+trap 'stop_gateway; rm -rf "$tmp"' EXIT
+
+# start_gateway NAME [VAR=VALUE ...]: a fresh pushgate on a free port.
+start_gateway() {
+    local name=$1
+    shift
+    env PUSHGATE_LOG=info "$@" \
+        "$tmp/pushgate" --config "$out/gateway.toml" >"$out/$name.gateway.log" 2>&1 &
+    gw_pid=$!
+    addr=""
+    for _ in $(seq 1 100); do
+        addr=$(grep -a "serving" "$out/$name.gateway.log" 2>/dev/null | grep -ao '127\.0\.0\.1:[0-9]\+' | head -n1 || true)
+        [[ -n "$addr" ]] && break
+        sleep 0.1
+    done
+    [[ -n "$addr" ]] || { echo "measure: pushgate did not start" >&2; exit 1; }
+    sleep 1 # let it settle before the baseline reading
+}
+
+run() {
+    local name=$1
+    shift
+    local cmd=(target/release/loadtest "$@"
+        --ws-url "ws://$addr/ws?uid={user}"
+        --poll-url "http://$addr/poll?uid={user}"
+        --push-url "http://$addr/push"
+        --metrics-url "http://$addr/metrics"
+        --pid "$gw_pid"
+        --json "$out/$name.json" --markdown "$out/$name.md" --svg "$out/$name.svg")
+    echo "measure: ${cmd[*]}" | tee -a "$out/commands.txt"
+    "${cmd[@]}"
+    stop_gateway
+}
+
+for scenario in "${scenarios[@]}"; do
+    case "$scenario" in
+        idle)
+            start_gateway idle
+            run idle idle -n "$N_IDLE" --hold-secs 30 --release-secs 3
+            ;;
+        fanout)
+            start_gateway fanout
+            run fanout fanout -n "$N_FANOUT" -m 20 -r 2
+            ;;
+        poll-fanout)
+            start_gateway poll-fanout
+            run poll-fanout poll-fanout -n "$N_POLL" -m 1 --connect-rate 5000
+            ;;
+        evict)
+            start_gateway evict PUSHGATE_SESSION_IDLE_TIMEOUT_SECS=30 PUSHGATE_SESSION_PING_INTERVAL_SECS=10
+            run evict evict -n "$N_EVICT" --idle-timeout-secs 30 --margin-secs 30
+            ;;
+        *)
+            echo "measure: unknown scenario $scenario" >&2
+            exit 1
+            ;;
+    esac
+done
+echo "measure: results in $out"

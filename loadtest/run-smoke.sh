@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Short smoke run of the load client against a fresh release pushgate.
+#
+# Builds both release binaries, starts pushgate on 127.0.0.1:<free port>
+# (anonymous auth, unlimited push rate, 3 s idle timeout), runs small
+# scenarios with `--check` (counts only, never timings: no failed
+# connections, every message delivered exactly once, every silent client
+# evicted with 4001 and none early), stops the gateway by its pid, and
+# exits non-zero if anything failed.
+#
+# Usage: loadtest/run-smoke.sh            (from anywhere)
+#   SMOKE_N=2000 sets the connection count of the larger steps.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+N=${SMOKE_N:-2000}
+IDLE_SECS=3
+started=$(date +%s)
+
+# Built one at a time, so pushgate gets the same features (and binary) as a
+# plain `cargo build --release`.
+cargo build --release -p pushgate
+cargo build --release -p loadtest
+
+# The gateway's configuration for load runs: only what differs from
+# pushgate's built-in defaults (the repository's config.toml is for
+# development and changes under us). Environment overrides add the rest.
+# write_config PATH PUSHGATE: per-address connection limits are switched off
+# too (every client here is 127.0.0.x) when this build has them.
+write_config() {
+    local path=$1 bin=$2 per_ip
+    for per_ip in yes no; do
+        {
+            printf '[server]\nlisten = "127.0.0.1:0"\ndrain_timeout_secs = 1\n\n'
+            printf '[auth]\nsecret = "loadtest-secret-not-for-production"\n'
+            printf 'api_key = "loadtest-api-key-not-for-production"\nanonymous = true\n\n'
+            printf '[session]\nmax_connections = 19800\n\n'
+            printf '[limits]\npush_rate_per_sec = 0\n'
+            if [[ $per_ip == yes ]]; then
+                printf 'max_connections_per_ip = 0\nconnection_rate_per_ip = 0\n'
+            fi
+        } >"$path"
+        "$bin" check-config --config "$path" >/dev/null 2>&1 && return 0
+    done
+    echo "cannot write a configuration pushgate accepts:" >&2
+    "$bin" check-config --config "$path" >&2
+    return 1
+}
+export LOADTEST_API_KEY="loadtest-api-key-not-for-production"
+
+work=$(mktemp -d)
+gw_pid=""
+cleanup() {
+    if [[ -n "$gw_pid" ]] && kill -0 "$gw_pid" 2>/dev/null; then
+        kill -TERM "$gw_pid" 2>/dev/null || true
+        for _ in $(seq 1 50); do
+            kill -0 "$gw_pid" 2>/dev/null || break
+            sleep 0.2
+        done
+        kill -KILL "$gw_pid" 2>/dev/null || true
+    fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# Our own copy of the binary: others may rebuild target/release meanwhile.
+cp target/release/pushgate "$work/pushgate"
+write_config "$work/gateway.toml" "$work/pushgate"
+# Port 0: the kernel picks a free port; pushgate logs the address it got.
+PUSHGATE_SESSION_IDLE_TIMEOUT_SECS=$IDLE_SECS \
+PUSHGATE_SESSION_PING_INTERVAL_SECS=1 \
+PUSHGATE_LOG=info \
+    "$work/pushgate" --config "$work/gateway.toml" >"$work/gateway.log" 2>&1 &
+gw_pid=$!
+
+addr=""
+for _ in $(seq 1 100); do
+    addr=$(grep -a "serving" "$work/gateway.log" 2>/dev/null | grep -ao '127\.0\.0\.1:[0-9]\+' | head -n1 || true)
+    [[ -n "$addr" ]] && break
+    kill -0 "$gw_pid" 2>/dev/null || break
+    sleep 0.1
+done
+if [[ -z "$addr" ]]; then
+    echo "smoke: pushgate did not start:" >&2
+    cat "$work/gateway.log" >&2
+    exit 1
+fi
+echo "smoke: pushgate pid $gw_pid on $addr"
+
+common=(
+    --ws-url "ws://$addr/ws?uid={user}"
+    --sse-url "http://$addr/sse?uid={user}"
+    --poll-url "http://$addr/poll?uid={user}"
+    --push-url "http://$addr/push"
+    --metrics-url "http://$addr/metrics"
+    --pid "$gw_pid"
+    --timeout-secs 120
+    --check
+)
+
+failed=()
+step() {
+    local name=$1
+    shift
+    echo
+    echo "smoke: == $name: loadtest $*"
+    if ! target/release/loadtest "$@" "${common[@]}" --json "$work/$name.json"; then
+        failed+=("$name")
+    fi
+}
+
+step fanout fanout -n "$N" -m 20 -r 50
+step churn churn -n "$N" -m 100 -r 50 --reconnect-min-ms 100 --reconnect-max-ms 800
+step poll-fanout poll-fanout -n 1000 -m 3 -r 5
+step sse-fanout sse-fanout -n 500 -m 10 -r 50
+step personal personal -n 1000 -m 3 --batch 100
+step mixed mixed --ws 500 --sse 250 --poll 250 -m 5 -r 20
+step evict evict -n 500 --idle-timeout-secs "$IDLE_SECS" --margin-secs 15
+
+if ! kill -0 "$gw_pid" 2>/dev/null; then
+    echo "smoke: pushgate died during the run:" >&2
+    tail -n 20 "$work/gateway.log" >&2
+    failed+=("gateway-alive")
+fi
+
+elapsed=$(( $(date +%s) - started ))
+echo
+if (( ${#failed[@]} > 0 )); then
+    echo "smoke: FAILED (${failed[*]}) after ${elapsed}s" >&2
+    exit 1
+fi
+echo "smoke: ok after ${elapsed}s"

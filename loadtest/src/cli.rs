@@ -1,0 +1,464 @@
+//! The command line: one subcommand per scenario, each documented in
+//! `--help`, all sharing the target and output options.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// The `api_key` of the repository's development `config.toml`.
+pub const DEV_API_KEY: &str = "dev-only-api-key-replace-in-production-4b8d1e6a";
+
+const ABOUT: &str = "Load client for pushgate (and other push gateways, by URL template)";
+
+const LONG_ABOUT: &str = "\
+Load client for pushgate (and other push gateways, by URL template).
+
+Each subcommand is one scenario. It starts worker processes (this binary
+again, `loadtest worker`, at most 19,000 connections each) that open the
+client connections, pushes through the backend URL, reads the server's own
+memory and CPU from /proc/<pid> when --pid is given, prints a Markdown
+table, and writes JSON (--json) and an SVG percentile chart (--svg).
+
+Every connection is its own user: <user-prefix>0, <user-prefix>1, ...
+Pushed payloads are {\"seq\":N,\"ts\":<µs since epoch>,\"pad\":\"...\"}, so
+latency is measured across processes from the push to the frame read.
+
+The gateway must accept ?uid= without a token ([auth] anonymous = true) and
+should not rate-limit pushes (PUSHGATE_LIMITS_PUSH_RATE_PER_SEC=0) nor
+connections per client address (every client here is 127.0.0.x). See
+loadtest/run-smoke.sh and loadtest/measure.sh for a complete setup.
+Past 25,000 connections, clients bind to 127.0.0.1..127.0.0.K in turn
+(loopback targets only). Every run is bounded by --timeout-secs.";
+
+/// The command line.
+#[derive(Debug, Parser)]
+#[command(name = "loadtest", version, about = ABOUT, long_about = LONG_ABOUT)]
+pub struct Cli {
+    /// The scenario.
+    #[command(subcommand)]
+    pub scenario: Scenario,
+}
+
+/// The scenarios.
+#[derive(Debug, Subcommand)]
+pub enum Scenario {
+    /// N idle WebSockets held open: server memory (Rss, Pss) and CPU per
+    /// connection, time to open them all.
+    ///
+    /// Reads /proc/<pid>/smaps_rollup and /proc/<pid>/stat before the
+    /// connections, once all are open, after --hold-secs of holding them,
+    /// and --release-secs after they are closed. Give --pid.
+    Idle(IdleArgs),
+    /// N WebSocket subscribers, M broadcasts at R per second: per-recipient
+    /// latency, time until the last recipient has each message, losses,
+    /// duplicates, server CPU per delivery.
+    Fanout(FanoutArgs),
+    /// As `fanout`, over server-sent events (--sse-url).
+    SseFanout(FanoutArgs),
+    /// N parked long-polls (--poll-url), then M broadcasts (default one):
+    /// time until the last poll answers.
+    ///
+    /// Polls are given --park-secs to reach the server (or, with
+    /// --metrics-url, until pushgate_connections{transport="poll"} shows
+    /// them all). A poll answered with a reconnect frame polls again with
+    /// its cursor, as a browser would. A poll's connect ends before the
+    /// server accepts it, so pace opening with --connect-rate (for example
+    /// 5000) to keep the server's accept queue from overflowing.
+    PollFanout(PollFanoutArgs),
+    /// N WebSocket users, M rounds of personal pushes ("to": [up to
+    /// --batch ids]) so that every user gets M messages of its own.
+    Personal(PersonalArgs),
+    /// N WebSocket clients that reconnect with their last cursor every
+    /// --reconnect-min-ms..--reconnect-max-ms (half with a clean close,
+    /// half by dropping the socket) while M broadcasts flow at R per
+    /// second: counts lost and duplicated messages (both must be 0).
+    ///
+    /// A warm-up broadcast (seq 0) first gives every client a cursor.
+    Churn(ChurnArgs),
+    /// N WebSocket clients that never send a byte after the handshake (no
+    /// pong, no close reply): when does each get its `close` frame after
+    /// the idle timeout? Lateness histogram, close codes, connection ends.
+    ///
+    /// --idle-timeout-secs must match the server's
+    /// [session] idle_timeout_secs.
+    Evict(EvictArgs),
+    /// WebSocket, SSE and long-poll subscribers at once, M broadcasts at R
+    /// per second: latency and losses per transport.
+    Mixed(MixedArgs),
+    /// One scenario against pushgate and Nchan in turn (--rounds rounds,
+    /// each run against a fresh server): the medians side by side with
+    /// their ratio, as Markdown, JSON and an SVG bar chart.
+    ///
+    /// Each gateway is started by <peers-dir>/<name>/start.sh (which prints
+    /// `prefix DIR`, `port N`, `pid N` and optionally `api_key KEY`) and
+    /// stopped by <peers-dir>/<name>/stop.sh DIR. The scenario's own
+    /// options follow `--`; the target options (URL templates, push body,
+    /// --pid, --metrics-url, --ready-metric) are filled in per gateway:
+    ///
+    ///   pushgate: ws://H/ws?uid={user}, /sse, /poll, POST /push
+    ///   {"to":…,"data":…} with the start script's key, /metrics
+    ///
+    ///   nchan: ws://H/sub?uid={user} (the user's channel and "broadcast"),
+    ///   /sub for SSE, /poll, POST /pub with the bare payload,
+    ///   /status ("subscribers:" before pushing)
+    ///
+    /// Example: loadtest compare fanout --rounds 3 -- -n 10000 -m 20 -r 2
+    Compare(CompareArgs),
+    /// Several `compare` JSON files into one Markdown table and one chart.
+    CompareSummary(SummaryArgs),
+    /// A worker process (started by the scenarios; reads its spec on stdin).
+    #[command(hide = true)]
+    Worker,
+}
+
+/// The scenarios `compare` can run against both gateways.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CompareScenario {
+    /// `idle`.
+    Idle,
+    /// `fanout`.
+    Fanout,
+    /// `sse-fanout`.
+    SseFanout,
+    /// `poll-fanout`.
+    PollFanout,
+    /// `mixed`.
+    Mixed,
+}
+
+impl CompareScenario {
+    /// The subcommand's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Idle => "idle",
+            Self::Fanout => "fanout",
+            Self::SseFanout => "sse-fanout",
+            Self::PollFanout => "poll-fanout",
+            Self::Mixed => "mixed",
+        }
+    }
+}
+
+/// The gateways `compare` knows how to address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Peer {
+    /// pushgate (loadtest/peers/pushgate).
+    Pushgate,
+    /// nginx with Nchan (loadtest/peers/nchan).
+    Nchan,
+}
+
+impl Peer {
+    /// Its name (and directory under --peers-dir).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pushgate => "pushgate",
+            Self::Nchan => "nchan",
+        }
+    }
+}
+
+/// `compare`.
+#[derive(Debug, Clone, Args)]
+pub struct CompareArgs {
+    /// The scenario.
+    #[arg(value_enum)]
+    pub scenario: CompareScenario,
+    /// Rounds; each runs every gateway once, in --peers order.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub rounds: u32,
+    /// The gateways, in the order each round runs them (the ratio is the
+    /// first over the second).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "pushgate,nchan"
+    )]
+    pub peers: Vec<Peer>,
+    /// Directory for the comparison and its runs (default
+    /// loadtest/results/compare-<UTC time>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// The comparison's name in file names, tables and charts (default:
+    /// the scenario).
+    #[arg(long)]
+    pub label: Option<String>,
+    /// Directory holding <gateway>/start.sh and <gateway>/stop.sh.
+    #[arg(long, default_value = "loadtest/peers")]
+    pub peers_dir: PathBuf,
+    /// Seconds between a server's start and its run (a clean baseline).
+    #[arg(long, default_value_t = 1)]
+    pub settle_secs: u64,
+    /// Seconds between runs.
+    #[arg(long, default_value_t = 3)]
+    pub pause_secs: u64,
+    /// Longest one run may take before it is killed, s.
+    #[arg(long, default_value_t = 900)]
+    pub run_timeout_secs: u64,
+    /// The scenario's own options, after `--` (for example -n 10000).
+    #[arg(last = true)]
+    pub args: Vec<String>,
+}
+
+/// `compare-summary`.
+#[derive(Debug, Clone, Args)]
+pub struct SummaryArgs {
+    /// `compare-*.json` files written by `compare`.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Write the Markdown here too.
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
+    /// Write one bar chart of every comparison here.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+}
+
+/// Targets, workers and outputs, shared by every scenario.
+#[derive(Debug, Clone, Args)]
+pub struct Common {
+    /// WebSocket URL template; {user} becomes the user id.
+    #[arg(long, default_value = "ws://127.0.0.1:8080/ws?uid={user}")]
+    pub ws_url: String,
+    /// Server-sent events URL template.
+    #[arg(long, default_value = "http://127.0.0.1:8080/sse?uid={user}")]
+    pub sse_url: String,
+    /// Long-poll URL template.
+    #[arg(long, default_value = "http://127.0.0.1:8080/poll?uid={user}")]
+    pub poll_url: String,
+    /// Where pushes are POSTed.
+    #[arg(long, default_value = "http://127.0.0.1:8080/push")]
+    pub push_url: String,
+    /// Bearer key for --push-url (empty: no Authorization header).
+    #[arg(long, env = "LOADTEST_API_KEY", default_value = DEV_API_KEY, hide_default_value = true)]
+    pub api_key: String,
+    /// Push body template: {to} becomes "*" or a JSON array of user ids,
+    /// {data} the payload object.
+    #[arg(long, default_value = r#"{"to":{to},"data":{data}}"#)]
+    pub push_body: String,
+    /// The server's process id, for memory and CPU from /proc.
+    #[arg(long)]
+    pub pid: Option<u32>,
+    /// The server's Prometheus endpoint (pushgate: http://HOST:PORT/metrics).
+    #[arg(long)]
+    pub metrics_url: Option<String>,
+    /// A line prefix on --metrics-url whose value counts the server's
+    /// subscribers (Nchan's nchan_stub_status: "subscribers:"). When given,
+    /// every delivery scenario waits (at most 60 s) until it reaches the
+    /// number of clients before the first push. Without it, poll-fanout
+    /// waits for pushgate's pushgate_connections{transport="poll"}.
+    #[arg(long)]
+    pub ready_metric: Option<String>,
+    /// User ids are this prefix and a number.
+    #[arg(long, default_value = "u")]
+    pub user_prefix: String,
+    /// Query parameter carrying the cursor on reconnect.
+    #[arg(long, default_value = "cursor")]
+    pub cursor_param: String,
+    /// Connections per worker process (1..=19000).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=19_000))]
+    pub per_worker: u64,
+    /// Loopback source addresses 127.0.0.1..=K (0: one per 25,000 connections).
+    #[arg(long, default_value_t = 0)]
+    pub sources: u8,
+    /// Handshakes in flight at once, over all workers. Keep it under the
+    /// server's listen backlog (128 for a tokio listener; nginx 511), or
+    /// dropped handshakes come back after a 1 s SYN retry.
+    #[arg(long, default_value_t = 100)]
+    pub connect_concurrency: usize,
+    /// New connections per second over all workers (0: as fast as
+    /// --connect-concurrency allows). Long-polls need it: their connect
+    /// ends before the server accepts, so concurrency alone does not stop
+    /// them from overflowing the server's accept queue.
+    #[arg(long, default_value_t = 0.0)]
+    pub connect_rate: f64,
+    /// Hard bound on the whole run, s.
+    #[arg(long, default_value_t = 600)]
+    pub timeout_secs: u64,
+    /// Write the JSON result here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write the Markdown table here too.
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
+    /// Write an SVG percentile chart here.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+    /// Exit with status 2 if a count is off (failed connections, lost,
+    /// duplicated or unexpected messages, refused pushes; for evict,
+    /// clients not closed or closed early). Timings are never checked.
+    #[arg(long)]
+    pub check: bool,
+    /// Seed for reconnect delays.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// Push settings shared by the delivery scenarios.
+#[derive(Debug, Clone, Args)]
+pub struct PushOpts {
+    /// Padding bytes added to each payload.
+    #[arg(long, default_value_t = 0)]
+    pub payload_bytes: usize,
+    /// Keep-alive connections pushing in parallel.
+    #[arg(long, default_value_t = 4)]
+    pub push_conns: usize,
+    /// Longest wait for deliveries after the last push, s.
+    #[arg(long, default_value_t = 30)]
+    pub settle_secs: u64,
+}
+
+/// `idle`.
+#[derive(Debug, Clone, Args)]
+pub struct IdleArgs {
+    /// Shared options.
+    #[command(flatten)]
+    pub common: Common,
+    /// Connections.
+    #[arg(short = 'n', long, default_value_t = 1000)]
+    pub connections: u64,
+    /// Seconds to hold them open after the last one opened (covers a ping
+    /// round if longer than the server's ping interval).
+    #[arg(long, default_value_t = 5)]
+    pub hold_secs: u64,
+    /// Seconds after closing them before the last memory reading.
+    #[arg(long, default_value_t = 3)]
+    pub release_secs: u64,
+}
+
+/// `fanout` and `sse-fanout`.
+#[derive(Debug, Clone, Args)]
+pub struct FanoutArgs {
+    /// Shared options.
+    #[command(flatten)]
+    pub common: Common,
+    /// Subscribers.
+    #[arg(short = 'n', long, default_value_t = 1000)]
+    pub connections: u64,
+    /// Broadcasts.
+    #[arg(short = 'm', long, default_value_t = 10)]
+    pub messages: u64,
+    /// Broadcasts per second (0: back to back).
+    #[arg(short = 'r', long, default_value_t = 10.0)]
+    pub rate: f64,
+    /// Push settings.
+    #[command(flatten)]
+    pub push: PushOpts,
+}
+
+/// `poll-fanout`.
+#[derive(Debug, Clone, Args)]
+pub struct PollFanoutArgs {
+    /// Shared options.
+    #[command(flatten)]
+    pub common: Common,
+    /// Parked long-polls.
+    #[arg(short = 'n', long, default_value_t = 1000)]
+    pub connections: u64,
+    /// Broadcasts.
+    #[arg(short = 'm', long, default_value_t = 1)]
+    pub messages: u64,
+    /// Broadcasts per second (0: back to back).
+    #[arg(short = 'r', long, default_value_t = 1.0)]
+    pub rate: f64,
+    /// Seconds for the polls to park before the first push (without
+    /// --metrics-url).
+    #[arg(long, default_value_t = 2)]
+    pub park_secs: u64,
+    /// Push settings.
+    #[command(flatten)]
+    pub push: PushOpts,
+}
+
+/// `personal`.
+#[derive(Debug, Clone, Args)]
+pub struct PersonalArgs {
+    /// Shared options.
+    #[command(flatten)]
+    pub common: Common,
+    /// Users (one WebSocket each).
+    #[arg(short = 'n', long, default_value_t = 1000)]
+    pub connections: u64,
+    /// Rounds: messages each user gets.
+    #[arg(short = 'm', long, default_value_t = 5)]
+    pub messages: u64,
+    /// User ids per push (the server's [limits] max_push_users at most).
+    #[arg(long, default_value_t = 100)]
+    pub batch: u64,
+    /// Pushes per second (0: back to back).
+    #[arg(short = 'r', long, default_value_t = 0.0)]
+    pub rate: f64,
+    /// Push settings.
+    #[command(flatten)]
+    pub push: PushOpts,
+}
+
+/// `churn`.
+#[derive(Debug, Clone, Args)]
+pub struct ChurnArgs {
+    /// Shared options.
+    #[command(flatten)]
+    pub common: Common,
+    /// Clients.
+    #[arg(short = 'n', long, default_value_t = 1000)]
+    pub connections: u64,
+    /// Broadcasts.
+    #[arg(short = 'm', long, default_value_t = 100)]
+    pub messages: u64,
+    /// Broadcasts per second (keep it so that history covers a reconnect).
+    #[arg(short = 'r', long, default_value_t = 20.0)]
+    pub rate: f64,
+    /// Shortest connection life before reconnecting, ms.
+    #[arg(long, default_value_t = 200)]
+    pub reconnect_min_ms: u64,
+    /// Longest, ms.
+    #[arg(long, default_value_t = 1500)]
+    pub reconnect_max_ms: u64,
+    /// Push settings.
+    #[command(flatten)]
+    pub push: PushOpts,
+}
+
+/// `evict`.
+#[derive(Debug, Clone, Args)]
+pub struct EvictArgs {
+    /// Shared options.
+    #[command(flatten)]
+    pub common: Common,
+    /// Silent clients.
+    #[arg(short = 'n', long, default_value_t = 1000)]
+    pub connections: u64,
+    /// The server's [session] idle_timeout_secs.
+    #[arg(long)]
+    pub idle_timeout_secs: u64,
+    /// Extra seconds to wait past the last idle deadline.
+    #[arg(long, default_value_t = 30)]
+    pub margin_secs: u64,
+}
+
+/// `mixed`.
+#[derive(Debug, Clone, Args)]
+pub struct MixedArgs {
+    /// Shared options.
+    #[command(flatten)]
+    pub common: Common,
+    /// WebSocket subscribers.
+    #[arg(long, default_value_t = 1000)]
+    pub ws: u64,
+    /// SSE subscribers.
+    #[arg(long, default_value_t = 500)]
+    pub sse: u64,
+    /// Long-poll subscribers.
+    #[arg(long, default_value_t = 500)]
+    pub poll: u64,
+    /// Broadcasts.
+    #[arg(short = 'm', long, default_value_t = 10)]
+    pub messages: u64,
+    /// Broadcasts per second.
+    #[arg(short = 'r', long, default_value_t = 5.0)]
+    pub rate: f64,
+    /// Push settings.
+    #[command(flatten)]
+    pub push: PushOpts,
+}

@@ -1,0 +1,195 @@
+//! The server's own numbers from `/proc/<pid>`: resident memory
+//! (`smaps_rollup`: Rss and Pss) and CPU time (`stat`: utime + stime).
+//!
+//! A server may be several processes (nginx: a master and its workers),
+//! so [`sample_tree`] sums a process and its children.
+
+use std::time::Instant;
+
+use anyhow::Context as _;
+use serde::Serialize;
+
+/// One reading of a process.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Sample {
+    /// Resident set, KiB.
+    pub rss_kib: u64,
+    /// Proportional set, KiB.
+    pub pss_kib: u64,
+    /// User plus system CPU time, µs (resolution: one clock tick).
+    pub cpu_us: u64,
+    /// Threads.
+    pub threads: u64,
+    /// Processes summed (1 for a single process).
+    pub processes: u64,
+    /// When it was read.
+    #[serde(skip)]
+    pub at: Instant,
+}
+
+/// Reads process `pid` now.
+pub fn sample(pid: u32) -> anyhow::Result<Sample> {
+    let at = Instant::now();
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+        .with_context(|| format!("cannot read /proc/{pid}/smaps_rollup"))?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("cannot read /proc/{pid}/stat"))?;
+    let (cpu_ticks, threads) = parse_stat(&stat).context("malformed /proc/<pid>/stat")?;
+    Ok(Sample {
+        rss_kib: rollup_field(&rollup, "Rss:").unwrap_or(0),
+        pss_kib: rollup_field(&rollup, "Pss:").unwrap_or(0),
+        cpu_us: cpu_ticks * 1_000_000 / clock_ticks_per_sec(),
+        threads,
+        processes: 1,
+        at,
+    })
+}
+
+/// Reads process `pid` and its child processes (nginx's workers are the
+/// master's children) now, and sums them. Rss of the processes is summed
+/// as is, so pages they share (code, shared memory) count once per
+/// process; Pss splits shared pages between them and sums to what the
+/// group really holds. A child that vanishes meanwhile is skipped.
+pub fn sample_tree(pid: u32) -> anyhow::Result<Sample> {
+    let mut total = sample(pid)?;
+    for child in children(pid) {
+        if let Ok(s) = sample(child) {
+            total.rss_kib += s.rss_kib;
+            total.pss_kib += s.pss_kib;
+            total.cpu_us += s.cpu_us;
+            total.threads += s.threads;
+            total.processes += 1;
+        }
+    }
+    Ok(total)
+}
+
+/// The processes whose parent is `pid` (from `/proc/*/stat`).
+pub fn children(pid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&p| p != pid)
+        .filter(|&p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|stat| parent_of(&stat))
+                == Some(pid)
+        })
+        .collect()
+}
+
+/// The parent pid (field 4) of a `/proc/<pid>/stat` line.
+fn parent_of(stat: &str) -> Option<u32> {
+    let after = stat.get(stat.rfind(')')? + 2..)?;
+    after.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The machine's `TcpExt: ListenOverflows` counter (connections dropped
+/// because an accept queue was full), from `/proc/net/netstat`.
+pub fn listen_overflows() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/net/netstat").ok()?;
+    netstat_field(&text, "TcpExt:", "ListenOverflows")
+}
+
+/// Field `name` of the `prefix` pair of lines (names, then values).
+fn netstat_field(text: &str, prefix: &str, name: &str) -> Option<u64> {
+    let mut lines = text.lines().filter(|l| l.starts_with(prefix));
+    let names = lines.next()?;
+    let values = lines.next()?;
+    let at = names.split_whitespace().position(|n| n == name)?;
+    values.split_whitespace().nth(at)?.parse().ok()
+}
+
+/// A `Name:   123 kB` line of `smaps_rollup`, in KiB.
+fn rollup_field(text: &str, name: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+}
+
+/// utime + stime (ticks) and the thread count from `/proc/<pid>/stat`.
+fn parse_stat(stat: &str) -> Option<(u64, u64)> {
+    // The command name (field 2) may hold spaces; fields after it start at
+    // field 3 (state).
+    let after = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
+    Some((field(14)? + field(15)?, field(20)?))
+}
+
+/// `sysconf(_SC_CLK_TCK)`, asked of `getconf` once; 100 if that fails.
+fn clock_ticks_per_sec() -> u64 {
+    static TICKS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        std::process::Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .and_then(|s| s.trim().parse().ok())
+            .filter(|&t| t > 0)
+            .unwrap_or(100)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_fields_are_found_past_a_name_with_spaces() {
+        let stat = "1234 (my (odd) name) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 7 0 100 200 300";
+        assert_eq!(parse_stat(stat), Some((300, 7)));
+    }
+
+    #[test]
+    fn rollup_fields_are_read_in_kib() {
+        let text = "55d0-7ff [rollup]\nRss:               16384 kB\nPss:               12000 kB\n";
+        assert_eq!(rollup_field(text, "Rss:"), Some(16384));
+        assert_eq!(rollup_field(text, "Pss:"), Some(12000));
+        assert_eq!(rollup_field(text, "Swap:"), None);
+    }
+
+    #[test]
+    fn netstat_pairs_name_values() {
+        let text = "TcpExt: SyncookiesSent ListenOverflows\nTcpExt: 0 1503\nIpExt: A\nIpExt: 1\n";
+        assert_eq!(
+            netstat_field(text, "TcpExt:", "ListenOverflows"),
+            Some(1503)
+        );
+        assert_eq!(netstat_field(text, "TcpExt:", "Nope"), None);
+    }
+
+    #[test]
+    fn own_process_can_be_sampled() {
+        let s = sample(std::process::id()).unwrap();
+        assert!(s.rss_kib > 0 && s.threads >= 1);
+    }
+
+    #[test]
+    fn parents_are_read_past_a_name_with_spaces() {
+        let stat = "1234 (nginx: worker process) S 77 2 3 4";
+        assert_eq!(parent_of(stat), Some(77));
+    }
+
+    #[test]
+    fn a_tree_sums_its_children() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let me = std::process::id();
+        assert!(children(me).contains(&child.id()));
+        let tree = sample_tree(me).unwrap();
+        let own = sample(me).unwrap();
+        assert!(tree.processes >= 2);
+        assert!(tree.rss_kib > own.rss_kib);
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}

@@ -1,0 +1,99 @@
+//! Server-sent-event clients: a GET that stays open, events decoded from a
+//! chunked (or close-delimited) body, the cursor kept from each message.
+
+use anyhow::{Context as _, bail};
+
+use super::Ctx;
+use super::conn::{self, Flow};
+use crate::frames;
+use crate::http::{self, Chunked, HttpConn};
+use crate::rng::Rng;
+use crate::sse::Parser;
+use crate::target;
+
+/// An open event stream: the connection and its body decoder.
+pub struct SseClient {
+    conn: HttpConn,
+    chunked: Option<Chunked>,
+}
+
+impl conn::Client for SseClient {
+    async fn open(ctx: &Ctx, i: usize, user: &str, cursor: Option<&str>) -> anyhow::Result<Self> {
+        open(ctx, i, user, cursor).await
+    }
+
+    async fn read(self, ctx: &Ctx, i: usize, cursor: &mut Option<String>, rng: &mut Rng) -> Flow {
+        read(ctx, i, self, cursor, rng).await
+    }
+}
+
+async fn open(ctx: &Ctx, i: usize, user: &str, cursor: Option<&str>) -> anyhow::Result<SseClient> {
+    let stream = target::connect(ctx.addr, ctx.source(i))
+        .await
+        .context("connect")?;
+    let mut conn = HttpConn::new(stream);
+    let path = ctx.target.path_for(user, ctx.cursor_arg(cursor));
+    let request = http::request(
+        "GET",
+        &path,
+        &ctx.target.host_header(),
+        &[("Accept", "text/event-stream")],
+        b"",
+    );
+    conn.send(&request).await.context("send request")?;
+    let head = conn.read_head().await?;
+    if head.status != 200 {
+        bail!("event stream answered {}", head.status);
+    }
+    let chunked = head.is_chunked().then(Chunked::default);
+    Ok(SseClient { conn, chunked })
+}
+
+async fn read(
+    ctx: &Ctx,
+    i: usize,
+    mut stream: SseClient,
+    cursor: &mut Option<String>,
+    rng: &mut Rng,
+) -> Flow {
+    let mut parser = Parser::default();
+    let mut decoded = Vec::new();
+    let mut events = Vec::new();
+    let churn = tokio::time::sleep_until(conn::churn_at(ctx, rng));
+    tokio::pin!(churn);
+    let mut churning = ctx.spec.churn.is_some();
+    loop {
+        let buf = stream.conn.buffered();
+        match &mut stream.chunked {
+            Some(decoder) => {
+                if let Err(err) = decoder.feed(buf, &mut decoded) {
+                    ctx.tally.borrow_mut().error(&format!("{err:#}"));
+                    return Flow::Closed;
+                }
+            }
+            None => decoded.append(buf),
+        }
+        parser.feed(&decoded, &mut events);
+        decoded.clear();
+        for event in events.drain(..) {
+            match conn::on_frame(ctx, i, frames::parse(&event.data), cursor) {
+                Flow::Continue => {}
+                other => return other,
+            }
+        }
+        tokio::select! {
+            biased;
+            read = stream.conn.fill() => if !matches!(read, Ok(n) if n > 0) {
+                ctx.tally.borrow_mut().dropped();
+                return Flow::Dropped;
+            },
+            () = &mut churn, if churning => {
+                if conn::should_churn(ctx, i, cursor) {
+                    return Flow::Reconnect;
+                }
+                churning = false;
+            }
+            () = tokio::time::sleep_until(ctx.deadline) => return Flow::Closed,
+        }
+    }
+}
