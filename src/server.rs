@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{info, warn};
@@ -31,6 +31,9 @@ use crate::wheel::{DEFAULT_BUDGET, drive};
 /// The largest request head (request line and headers) read, in bytes;
 /// hyper answers 431 past it.
 pub const MAX_REQUEST_HEAD_BYTES: usize = 32 * 1024;
+/// Handshakes the kernel may queue before the accept loop takes them
+/// (capped by the kernel's `net.core.somaxconn`).
+pub const LISTEN_BACKLOG: u32 = 1024;
 /// The most headers a request may carry.
 pub const MAX_HEADERS: usize = 64;
 /// How long a client told to reconnect by a drain should wait, in ms.
@@ -205,10 +208,21 @@ fn parse_addr(key: &'static str, value: &str) -> Result<SocketAddr, ServeError> 
     })
 }
 
+/// Binds a listener whose accept queue holds [`LISTEN_BACKLOG`]
+/// handshakes, so a reconnect storm waits in the queue instead of being
+/// dropped and retried a second later (tokio's default is 128).
 async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|source| ServeError::Bind { addr, source })
+    let listen = || -> std::io::Result<TcpListener> {
+        let socket = if addr.is_ipv4() {
+            TcpSocket::new_v4()?
+        } else {
+            TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        socket.bind(addr)?;
+        socket.listen(LISTEN_BACKLOG)
+    };
+    listen().map_err(|source| ServeError::Bind { addr, source })
 }
 
 async fn stopped(mut stop: watch::Receiver<bool>) {
