@@ -239,6 +239,15 @@ impl Gateway {
         position
     }
 
+    /// Forgets a connection that has its position already (a poll answered
+    /// with messages): no lock on publishing.
+    pub fn detach(&self, conn: &Conn) {
+        self.bus.detach(conn);
+        if let Some(key) = conn.timer() {
+            self.timer.remove(key);
+        }
+    }
+
     /// Parks a poll of `user` until `deadline_ms`: the user's one session
     /// entry is created on the first poll and only moved afterwards, to the
     /// earliest deadline among the user's parked polls.

@@ -172,6 +172,10 @@ impl Bus for MemoryBus {
         Cursor::new(self.epoch, state.last_seq)
     }
 
+    fn detach(&self, conn: &Conn) {
+        self.registry.detach(conn);
+    }
+
     fn sweep(&self, now_ms: u64) {
         let mut state = self.state.lock();
         state.history.expire(now_ms);

@@ -94,6 +94,10 @@ pub trait Bus: Send + Sync + std::fmt::Debug + 'static {
     /// everything up to, atomically with respect to publishing.
     fn release(&self, conn: &Conn) -> Cursor;
 
+    /// Detaches a connection without a position (no lock on publishing): for
+    /// a poll answered with messages, whose last cursor is the position.
+    fn detach(&self, conn: &Conn);
+
     /// Drops history and idempotency keys past their age.
     fn sweep(&self, now_ms: u64);
 

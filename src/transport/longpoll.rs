@@ -105,8 +105,16 @@ impl<'a> Parked<'a> {
                 }
             }
         }
-        // Detached under the publish lock: nothing more is queued after
-        // this, and `position` covers all that was.
+        if batch.iter().any(|item| !matches!(item, Outgoing::Ping)) {
+            // Answered with messages: their last cursor is where the client
+            // goes on from, so no lock on publishing is needed. A message
+            // queued after the last take is in history past that cursor.
+            self.gw.detach(conn);
+            conn.outbound.take(&mut batch);
+            return batch.into_iter().filter_map(to_frame).collect();
+        }
+        // Timed out: detached under the publish lock, so nothing more is
+        // queued after this and `position` covers everything that was.
         let position = self.gw.release(conn);
         conn.outbound.take(&mut batch);
         let mut frames: Vec<Frame> = batch.into_iter().filter_map(to_frame).collect();
@@ -123,7 +131,8 @@ impl<'a> Parked<'a> {
 
 impl Drop for Parked<'_> {
     fn drop(&mut self) {
-        self.gw.release(&self.conn);
+        // Already detached when answered; this covers a client that left.
+        self.gw.detach(&self.conn);
         self.gw.poll_done(&self.user);
     }
 }

@@ -475,6 +475,10 @@ impl Bus for RedisBus {
         self.shared.release(conn)
     }
 
+    fn detach(&self, conn: &Conn) {
+        self.shared.release(conn);
+    }
+
     fn sweep(&self, _now_ms: u64) {
         // History ages out inside Redis (publish.lua trims, user streams expire).
     }
