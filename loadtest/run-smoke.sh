@@ -21,6 +21,8 @@ started=$(date +%s)
 # plain `cargo build --release`.
 cargo build --release -p pushgate
 cargo build --release -p loadtest
+# Where cargo put them (CARGO_TARGET_DIR, when set, moves the target dir).
+release="${CARGO_TARGET_DIR:-target}/release"
 
 # The gateway's configuration for load runs: only what differs from
 # pushgate's built-in defaults (the repository's config.toml is for
@@ -64,7 +66,7 @@ cleanup() {
 trap cleanup EXIT
 
 # Our own copy of the binary: others may rebuild target/release meanwhile.
-cp target/release/pushgate "$work/pushgate"
+cp "$release/pushgate" "$work/pushgate"
 write_config "$work/gateway.toml" "$work/pushgate"
 # Port 0: the kernel picks a free port; pushgate logs the address it got.
 PUSHGATE_SESSION_IDLE_TIMEOUT_SECS=$IDLE_SECS \
@@ -104,7 +106,7 @@ step() {
     shift
     echo
     echo "smoke: == $name: loadtest $*"
-    if ! target/release/loadtest "$@" "${common[@]}" --json "$work/$name.json"; then
+    if ! "$release/loadtest" "$@" "${common[@]}" --json "$work/$name.json"; then
         failed+=("$name")
     fi
 }
