@@ -1,0 +1,256 @@
+//! No secret in logs or metrics: a gateway with a known `[auth] secret` and
+//! `api_key` is driven through auth failures and successes on every
+//! endpoint (including credentials that contain the secrets, as a careless
+//! client would send them) while every log line at TRACE, `log` records
+//! from dependencies included, is captured into a buffer; then neither the
+//! secret, nor the API key, nor any client token may appear in the
+//! captured logs or in `/metrics`.
+
+mod support;
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use hyper::Method;
+use pushgate::session::UserId;
+use serde_json::json;
+use support::Gateway;
+use support::browser::{Sse, get};
+use support::ws::{alg_none_token, raw_handshake, upgrade_request};
+
+/// The secrets under test: not user ids, unlike anything else the gateway
+/// prints, and long enough for validation.
+const SECRET: &str = "hardening-secret/Zq7+never~logged";
+const API_KEY: &str = "hardening-api-key/Xw3+never~logged";
+
+/// Headers, path and the status a push must get.
+type PushAttempt<'a> = (Vec<(&'a str, String)>, &'a str, u16);
+
+/// Every byte the subscriber writes.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("log buffer").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().expect("log buffer")).into_owned()
+    }
+}
+
+fn mint(secret: &str, user: &str, exp: u64) -> String {
+    let user = UserId::parse(user).expect("user id");
+    pushgate::auth::token::mint(secret.as_bytes(), &user, exp)
+}
+
+/// Panics naming the first of `needles` found in `haystack`.
+fn assert_absent(place: &str, haystack: &str, needles: &[(&str, &str)]) {
+    for (name, needle) in needles {
+        assert!(
+            !haystack.contains(needle),
+            "{name} appears in {place}: …{}…",
+            context(haystack, needle)
+        );
+    }
+}
+
+fn context<'a>(haystack: &'a str, needle: &str) -> &'a str {
+    let at = haystack.find(needle).unwrap_or(0);
+    let start = haystack[..at].rfind('\n').map_or(0, |i| i + 1);
+    let end = haystack[at..].find('\n').map_or(haystack.len(), |i| at + i);
+    &haystack[start..end]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_secret_appears_in_logs_or_metrics() {
+    let logs = Captured::default();
+    let writer = logs.clone();
+    // Everything at TRACE but the test's own WebSocket client handshake,
+    // which runs in this process and prints the request it sends (token
+    // included): that line is the client's, not the gateway's.
+    tracing_subscriber::fmt()
+        .with_env_filter("trace,tungstenite::handshake::client=off")
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .try_init()
+        .expect("the only subscriber in this test binary");
+
+    let mut config = support::config();
+    config.auth.secret = SECRET.into();
+    config.auth.api_key = API_KEY.into();
+    config.demo.enabled = true;
+    config.session.ping_interval_secs = 1;
+    config.session.idle_timeout_secs = 3;
+    let gw = Gateway::start(config.clone()).await;
+    let now = pushgate::gateway::Gateway::unix_now();
+    let good = mint(SECRET, "alice", now + 3600);
+    let forged = mint("not-the-secret-0123456789", "alice", now + 3600);
+    let expired = mint(SECRET, "alice", now - 10);
+    let none = alg_none_token("alice");
+
+    // Pushes: right key, wrong keys, keys that contain the real one.
+    let body = json!({"to": "*", "data": "hello"}).to_string();
+    let bearer = format!("Bearer {API_KEY}");
+    let pushes: [PushAttempt<'_>; 6] = [
+        (vec![("authorization", bearer.clone())], "/push", 202),
+        (vec![("authorization", format!("{bearer}x"))], "/push", 401),
+        (
+            vec![("authorization", format!("Basic {API_KEY}"))],
+            "/push",
+            401,
+        ),
+        (vec![("authorization", API_KEY.to_owned())], "/push", 401),
+        (
+            vec![("authorization", format!("Bearer {SECRET}"))],
+            "/push",
+            401,
+        ),
+        (vec![], &format!("/push?api_key={API_KEY}"), 401),
+    ];
+    for (headers, path, status) in &pushes {
+        let mut headers: Vec<(&str, &str)> =
+            headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        headers.push(("content-type", "application/json"));
+        let resp = gw.request(Method::POST, path, &headers, body.clone()).await;
+        assert_eq!(resp.status.as_u16(), *status, "{path} {headers:?}");
+    }
+    let users = gw
+        .request(
+            Method::GET,
+            "/users/alice",
+            &[("authorization", &bearer)],
+            Bytes::new(),
+        )
+        .await;
+    assert_eq!(users.status, 200);
+    let users = gw
+        .request(
+            Method::GET,
+            "/users/alice",
+            &[("authorization", &format!("{bearer}!"))],
+            Bytes::new(),
+        )
+        .await;
+    assert_eq!(users.status, 401);
+
+    // Clients: a good token on each transport, then refused ones.
+    let mut ws = gw
+        .try_connect(&format!("token={good}"), &[])
+        .await
+        .expect("ws connects");
+    let pushed = gw
+        .request(
+            Method::POST,
+            "/push",
+            &[
+                ("authorization", &bearer),
+                ("content-type", "application/json"),
+            ],
+            body.clone(),
+        )
+        .await;
+    assert_eq!(pushed.status, 202);
+    let frame = tokio::time::timeout(Duration::from_secs(5), ws.next()).await;
+    assert!(
+        matches!(frame, Ok(Some(Ok(_)))),
+        "ws got the push: {frame:?}"
+    );
+    let poll = get(
+        gw.addr,
+        "/poll?cursor=0000000000000000-0",
+        &[("authorization", &format!("Bearer {good}"))],
+    )
+    .await;
+    assert_eq!(poll.status, 200);
+    let sse = Sse::open(gw.addr, &format!("/sse?token={good}"), &[]).await;
+    assert_eq!(sse.status, 200);
+    drop(sse);
+    for bad in [
+        &forged,
+        &expired,
+        &none,
+        &SECRET.to_owned(),
+        &API_KEY.to_owned(),
+    ] {
+        let target = format!("/ws?token={}", urlencode(bad));
+        let answer = raw_handshake(gw.addr, &upgrade_request("GET", &target, &[], &[])).await;
+        assert_eq!(answer.status, 401, "ws {bad}");
+        let poll = get(
+            gw.addr,
+            "/poll",
+            &[("authorization", &format!("Bearer {bad}"))],
+        )
+        .await;
+        assert_eq!(poll.status, 401, "poll {bad}");
+        let sse = get(gw.addr, &format!("/sse?token={}", urlencode(bad)), &[]).await;
+        assert_eq!(sse.status, 401, "sse {bad}");
+    }
+    // Demo mode mints a token with the secret.
+    let demo = gw
+        .request(
+            Method::POST,
+            "/demo/token",
+            &[("content-type", "application/json")],
+            json!({"user": "bob"}).to_string(),
+        )
+        .await;
+    assert_eq!(demo.status, 200, "{demo:?}");
+    let demo_token = demo.json()["token"].as_str().expect("token").to_owned();
+    // Let the WebSocket idle out (not reading, so no pong goes back), so
+    // the expiry and close paths log too.
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+    let (code, _) = support::read_until_close(&mut ws, Duration::from_secs(10)).await;
+    assert_eq!(code, Some(4001));
+
+    let metrics = gw.metrics().await;
+    gw.stop(Duration::from_secs(10)).await;
+    let logs = logs.text();
+    assert!(
+        logs.contains("push refused") && logs.contains("connection opened"),
+        "the capture saw the gateway's debug lines:\n{logs}"
+    );
+    let secrets = [
+        ("auth.secret", SECRET),
+        ("auth.api_key", API_KEY),
+        ("a client token", good.as_str()),
+        ("a forged token", forged.as_str()),
+        ("a demo token", demo_token.as_str()),
+    ];
+    assert_absent("the logs", &logs, &secrets);
+    assert_absent("/metrics", &metrics, &secrets);
+    assert_absent("Debug of the config", &format!("{config:?}"), &secrets[..2]);
+    assert_absent(
+        "check-config output",
+        &config.to_masked_toml(),
+        &secrets[..2],
+    );
+    println!(
+        "secrets: {} bytes of TRACE logs and {} bytes of metrics checked, no secret found",
+        logs.len(),
+        metrics.len()
+    );
+}
+
+/// Percent-encodes the characters of the test secrets that a query
+/// string would otherwise misread (`+`, `/`, `~` stay readable to
+/// `form_urlencoded` only when encoded).
+fn urlencode(raw: &str) -> String {
+    raw.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
