@@ -12,6 +12,11 @@
 #                    recipient, server CPU per delivery
 #   poll-fanout-10k  one broadcast to 10,000 parked long-polls
 #   sse-fanout-10k   as fanout-10k over server-sent events
+#   idle-10k-bcast, fanout-10k-bcast, poll-fanout-10k-bcast
+#                    as above against Nchan's cheapest set-up: every
+#                    client on the "broadcast" channel alone (the others
+#                    give each Nchan client its user's channel too, as a
+#                    pushgate connection has)
 #   ROUNDS=3 (rounds per comparison); N=10000 (connections of the 10k ones).
 #
 # Needs nginx and the Nchan module (loadtest/peers/nchan/setup.sh installs
@@ -47,8 +52,13 @@ mkdir -p "$out"
 } >"$out/about.txt"
 
 status=0
+jsons=()
 for name in "${comparisons[@]}"; do
-    case "$name" in
+    peers=pushgate,nchan
+    if [[ $name == *-bcast ]]; then
+        peers=pushgate,nchan-broadcast
+    fi
+    case "${name%-bcast}" in
         idle-10k) args=(idle -- -n "$N" --hold-secs 30 --release-secs 3) ;;
         idle-19k) args=(idle -- -n 19000 --hold-secs 30 --release-secs 3) ;;
         fanout-10k) args=(fanout -- -n "$N" -m 20 -r 2) ;;
@@ -61,15 +71,14 @@ for name in "${comparisons[@]}"; do
     esac
     # The scenario goes before the compare options, its own after `--`.
     scenario=${args[0]}
-    cmd=("$tmp/loadtest" compare "$scenario" --rounds "$ROUNDS" --label "$name" --out "$out" "${args[@]:1}")
+    cmd=("$tmp/loadtest" compare "$scenario" --rounds "$ROUNDS" --peers "$peers" --label "$name" --out "$out" "${args[@]:1}")
     echo "compare: ${cmd[*]}" | sed "s#$tmp/loadtest#target/release/loadtest#" | tee -a "$out/about.txt"
     "${cmd[@]}" || status=1
+    [[ -f $out/compare-$name.json ]] && jsons+=("$out/compare-$name.json")
     echo "load average after $name: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/about.txt"
 done
 
 sed -i "s#$tmp/loadtest#target/release/loadtest#; s#$tmp/pushgate#target/release/pushgate#" "$out/commands.txt" 2>/dev/null || true
-shopt -s nullglob
-jsons=("$out"/compare-*.json)
 if (( ${#jsons[@]} > 0 )); then
     "$tmp/loadtest" compare-summary "${jsons[@]}" --markdown "$out/summary.md" --svg "$out/summary.svg" >/dev/null
 fi

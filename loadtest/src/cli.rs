@@ -102,6 +102,8 @@ pub enum Scenario {
     ///   /sub for SSE, /poll, POST /pub with the bare payload,
     ///   /status ("subscribers:" before pushing)
     ///
+    ///   nchan-broadcast: as nchan, subscribers on /sub/broadcast
+    ///
     /// Example: loadtest compare fanout --rounds 3 -- -n 10000 -m 20 -r 2
     Compare(CompareArgs),
     /// Several `compare` JSON files into one Markdown table and one chart.
@@ -144,16 +146,29 @@ impl CompareScenario {
 pub enum Peer {
     /// pushgate (loadtest/peers/pushgate).
     Pushgate,
-    /// nginx with Nchan (loadtest/peers/nchan).
+    /// nginx with Nchan (loadtest/peers/nchan), each client on its user's
+    /// channel and "broadcast" (multiplexed), as a pushgate connection is.
     Nchan,
+    /// The same Nchan, each client on "broadcast" alone (/sub/broadcast):
+    /// Nchan's cheapest subscriber, no personal channel.
+    NchanBroadcast,
 }
 
 impl Peer {
-    /// Its name (and directory under --peers-dir).
+    /// Its name.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Pushgate => "pushgate",
             Self::Nchan => "nchan",
+            Self::NchanBroadcast => "nchan-broadcast",
+        }
+    }
+
+    /// Its directory under --peers-dir (start.sh, stop.sh).
+    pub fn dir(self) -> &'static str {
+        match self {
+            Self::Pushgate => "pushgate",
+            Self::Nchan | Self::NchanBroadcast => "nchan",
         }
     }
 }

@@ -28,7 +28,7 @@ const SCRIPT_TIMEOUT: Duration = Duration::from_secs(60);
 const CHILD_POLL: Duration = Duration::from_millis(100);
 /// Most bytes of a server log kept beside the results (its tail: Nchan
 /// logs a line per channel when thousands of clients leave at once).
-const LOG_TAIL_BYTES: u64 = 8 * 1024;
+const LOG_TAIL_BYTES: u64 = 4 * 1024;
 
 /// One figure of a comparison, as read from each run's JSON.
 #[derive(Debug, Clone, Copy)]
@@ -240,6 +240,12 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
         runs: Vec::new(),
         rows: Vec::new(),
     };
+    if peers.len() > 2 {
+        bail!(
+            "compare takes one or two gateways (--peers a,b), not {}",
+            peers.len()
+        );
+    }
     let figures = figures_of(args.scenario);
     for round in 1..=args.rounds {
         for &peer in &args.peers {
@@ -334,6 +340,13 @@ fn run_once(
         peer,
         &out.join("runs").join(format!("{name}.start.tmp")),
     )?;
+    eprintln!(
+        "compare: {name}: {} pid {} on 127.0.0.1:{} (prefix {}; its stop.sh stops it)",
+        peer.as_str(),
+        server.pid,
+        server.port,
+        server.prefix
+    );
     let outcome = (|| {
         std::thread::sleep(Duration::from_secs(args.settle_secs));
         let json_rel = format!("runs/{name}.json");
@@ -415,6 +428,25 @@ fn target_args(peer: Peer, server: &Server) -> Vec<String> {
             ("--ready-metric", "subscribers:".to_owned()),
             ("--api-key", String::new()),
         ],
+        Peer::NchanBroadcast => vec![
+            (
+                "--ws-url",
+                format!("ws://{base}/sub/broadcast?uid={{user}}"),
+            ),
+            (
+                "--sse-url",
+                format!("http://{base}/sub/broadcast?uid={{user}}"),
+            ),
+            (
+                "--poll-url",
+                format!("http://{base}/sub/broadcast?uid={{user}}"),
+            ),
+            ("--push-url", format!("http://{base}/pub")),
+            ("--push-body", "{data}".to_owned()),
+            ("--metrics-url", format!("http://{base}/status")),
+            ("--ready-metric", "subscribers:".to_owned()),
+            ("--api-key", String::new()),
+        ],
     };
     let mut out: Vec<String> = pairs
         .into_iter()
@@ -427,7 +459,7 @@ fn target_args(peer: Peer, server: &Server) -> Vec<String> {
 /// Runs `<peers-dir>/<peer>/start.sh` and reads what it printed (also
 /// kept in `record`).
 fn start(args: &CompareArgs, peer: Peer, record: &Path) -> anyhow::Result<Server> {
-    let script = args.peers_dir.join(peer.as_str()).join("start.sh");
+    let script = args.peers_dir.join(peer.dir()).join("start.sh");
     // A file, not a pipe: the server the script leaves running must not
     // hold our read end open.
     let out = std::fs::File::create(record)?;
@@ -470,7 +502,7 @@ fn start(args: &CompareArgs, peer: Peer, record: &Path) -> anyhow::Result<Server
 /// Stops `server` with `<peers-dir>/<peer>/stop.sh`, keeps the tail of its
 /// log as `log`, and removes its prefix (when under /tmp).
 fn stop(args: &CompareArgs, peer: Peer, server: &Server, log: &Path) {
-    let script = args.peers_dir.join(peer.as_str()).join("stop.sh");
+    let script = args.peers_dir.join(peer.dir()).join("stop.sh");
     let stopped = Command::new("bash")
         .arg(&script)
         .arg(&server.prefix)
