@@ -25,31 +25,8 @@ mkdir -p "$out"
     echo "machine: $(uname -sr), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$out/about.txt"
 
-# The gateway's configuration for load runs: only what differs from
-# pushgate's built-in defaults (the repository's config.toml is for
-# development and changes under us). Environment overrides add the rest.
-# write_config PATH PUSHGATE: per-address connection limits are switched off
-# too (every client here is 127.0.0.x) when this build has them.
-write_config() {
-    local path=$1 bin=$2 per_ip
-    for per_ip in yes no; do
-        {
-            printf '[server]\nlisten = "127.0.0.1:0"\ndrain_timeout_secs = 1\n\n'
-            printf '[auth]\nsecret = "loadtest-secret-not-for-production"\n'
-            printf 'api_key = "loadtest-api-key-not-for-production"\nanonymous = true\n\n'
-            printf '[session]\nmax_connections = 19800\n\n'
-            printf '[limits]\npush_rate_per_sec = 0\n'
-            if [[ $per_ip == yes ]]; then
-                printf 'max_connections_per_ip = 0\nconnection_rate_per_ip = 0\n'
-            fi
-        } >"$path"
-        "$bin" check-config --config "$path" >/dev/null 2>&1 && return 0
-    done
-    echo "cannot write a configuration pushgate accepts:" >&2
-    "$bin" check-config --config "$path" >&2
-    return 1
-}
-export LOADTEST_API_KEY="loadtest-api-key-not-for-production"
+# shellcheck source=loadtest/gateway-config.sh
+source loadtest/gateway-config.sh
 
 tmp=$(mktemp -d)
 # Our own copy of the binary: others may rebuild target/release meanwhile.
