@@ -18,7 +18,7 @@ use hyper_util::rt::TokioIo;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role};
-use tokio_tungstenite::tungstenite::{Error as WsError, Message, Utf8Bytes, error::CapacityError};
+use tokio_tungstenite::tungstenite::{Error as WsError, Message, Utf8Bytes};
 use tracing::{debug, trace, warn};
 
 use super::client::{self, ClientError};
@@ -167,7 +167,7 @@ where
                 let written = tokio::select! {
                     biased;
                     () = conn.killed() => Err(End::Gone),
-                    written = write_batch(gw, conn, &mut ws, &mut batch) => written,
+                    written = write_batch(conn, &mut ws, &mut batch) => written,
                 };
                 if let Err(end) = written {
                     break end;
@@ -201,7 +201,6 @@ where
 
 /// Writes one batch and flushes; `Err` when the connection is over.
 async fn write_batch<S>(
-    gw: &Gateway,
     conn: &Conn,
     ws: &mut WebSocketStream<S>,
     batch: &mut VecDeque<Outgoing>,
@@ -233,7 +232,6 @@ where
             }
         }
     }
-    let _ = gw;
     ws.flush().await.map_err(gone)
 }
 
@@ -269,7 +267,6 @@ where
         Some(Ok(message)) => message,
         Some(Err(WsError::Capacity(err))) => {
             debug!(conn_id = conn.id, error = %err, "client frame too big");
-            let _ = matches!(err, CapacityError::MessageTooLong { .. });
             return close(ws, CloseCode::Size, "message too big").await;
         }
         Some(Err(err)) => {
