@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::counts::{merged, report_counts, report_pushes, spread};
-use super::{Finished, Opening, cpu_between, open, plan, progress, report_opened, sample};
+use super::{Finished, cpu_between, launch, plan, progress, report_opened, sample};
 use crate::cli::{
     ChurnArgs, Common, FanoutArgs, MixedArgs, PersonalArgs, PollFanoutArgs, PushOpts,
 };
@@ -221,16 +221,8 @@ struct Pushed {
 async fn execute(d: Delivery<'_>) -> anyhow::Result<Finished> {
     let common = d.common;
     let total: u64 = d.groups.iter().map(|g| g.count).sum();
-    let opening = Opening::start();
-    let mut fleet = Fleet::spawn(&d.groups, &plan(common, d.expect, d.churn, 0)).await?;
-    let bound = Duration::from_secs(common.timeout_secs);
-    let opened = match open(&mut fleet, total, opening, bound).await {
-        Ok(o) => o,
-        Err(err) => {
-            fleet.exit().await;
-            return Err(err);
-        }
-    };
+    let (mut fleet, opened) =
+        launch(common, &d.groups, &plan(common, d.expect, d.churn, 0)).await?;
     let pushed = push_and_collect(&d, &mut fleet).await;
     fleet.exit().await;
     let pushed = pushed?;

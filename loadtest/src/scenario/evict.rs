@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{Finished, Opening, cpu_between, mib, open, plan, report_opened, sample};
+use super::{Finished, cpu_between, launch, mib, plan, report_opened, sample};
 use crate::cli::EvictArgs;
-use crate::fleet::{Fleet, Group};
+use crate::fleet::Group;
 use crate::hist;
 use crate::report::Report;
 use crate::worker::protocol::Kind;
@@ -27,21 +27,12 @@ pub async fn run(args: &EvictArgs) -> anyhow::Result<Finished> {
         }),
     );
     let before = sample(common.pid);
-    let opening = Opening::start();
     let groups = [Group {
         kind: Kind::Silent,
         count: n,
         url: common.ws_url.clone(),
     }];
-    let mut fleet = Fleet::spawn(&groups, &plan(common, 0, None, idle_ms)).await?;
-    let bound = Duration::from_secs(common.timeout_secs);
-    let opened = match open(&mut fleet, n, opening, bound).await {
-        Ok(o) => o,
-        Err(err) => {
-            fleet.exit().await;
-            return Err(err);
-        }
-    };
+    let (mut fleet, opened) = launch(common, &groups, &plan(common, 0, None, idle_ms)).await?;
     let all_open = sample(common.pid);
     let wait = Duration::from_millis(idle_ms) + Duration::from_secs(args.margin_secs);
     let outcomes = fleet.collect(wait).await;

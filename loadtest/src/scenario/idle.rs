@@ -4,9 +4,9 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{Finished, Opening, cpu_between, mib, open, plan, report_opened, sample};
+use super::{Finished, cpu_between, launch, mib, plan, report_opened, sample};
 use crate::cli::IdleArgs;
-use crate::fleet::{Fleet, Group};
+use crate::fleet::Group;
 use crate::hist;
 use crate::report::Report;
 use crate::worker::protocol::Kind;
@@ -26,22 +26,12 @@ pub async fn run(args: &IdleArgs) -> anyhow::Result<Finished> {
         }),
     );
     let before = sample(common.pid);
-    let opening = Opening::start();
     let groups = [Group {
         kind: Kind::Ws,
         count: n,
         url: common.ws_url.clone(),
     }];
-    let mut fleet = Fleet::spawn(&groups, &plan(common, 0, None, 0)).await?;
-    let bound = Duration::from_secs(common.timeout_secs);
-    let opened = open(&mut fleet, n, opening, bound).await;
-    let opened = match opened {
-        Ok(o) => o,
-        Err(err) => {
-            fleet.exit().await;
-            return Err(err);
-        }
-    };
+    let (fleet, opened) = launch(common, &groups, &plan(common, 0, None, 0)).await?;
     let all_open = sample(common.pid);
     tokio::time::sleep(Duration::from_secs(args.hold_secs)).await;
     let held = sample(common.pid);

@@ -8,7 +8,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::time::Instant;
 
 use crate::cli::{Common, Scenario};
-use crate::fleet::{Fleet, Plan};
+use crate::fleet::{Fleet, Group, Plan};
 use crate::hist::{self, Hist};
 use crate::procstat::{self, Sample};
 use crate::report::Report;
@@ -138,6 +138,26 @@ impl Opening {
         Self {
             started: Instant::now(),
             overflows: procstat::listen_overflows(),
+        }
+    }
+}
+
+/// Starts the workers for `groups` and opens every connection within
+/// `[common] timeout_secs`; if opening fails, the workers are stopped.
+pub async fn launch(
+    common: &Common,
+    groups: &[Group],
+    plan: &Plan,
+) -> anyhow::Result<(Fleet, Opened)> {
+    let total = groups.iter().map(|g| g.count).sum();
+    let opening = Opening::start();
+    let mut fleet = Fleet::spawn(groups, plan).await?;
+    let bound = Duration::from_secs(common.timeout_secs);
+    match open(&mut fleet, total, opening, bound).await {
+        Ok(opened) => Ok((fleet, opened)),
+        Err(err) => {
+            fleet.exit().await;
+            Err(err)
         }
     }
 }
