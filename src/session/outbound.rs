@@ -44,7 +44,6 @@ pub enum Pushed {
 struct State {
     items: VecDeque<Outgoing>,
     frames: usize,
-    closing: bool,
     /// When the end was queued (overflow or `push_end`).
     closing_since: Option<Instant>,
 }
@@ -70,13 +69,12 @@ impl Outbound {
     /// Queues a message frame; never blocks.
     pub fn push_frame(&self, frame: &Frame) -> Pushed {
         let mut state = self.state.lock();
-        if state.closing {
+        if state.closing_since.is_some() {
             return Pushed::Closing;
         }
         if state.frames >= self.limit {
             state.items.clear();
             state.frames = 0;
-            state.closing = true;
             state.closing_since = Some(Instant::now());
             state.items.push_back(Outgoing::Close(CloseReason::Slow));
             drop(state);
@@ -118,7 +116,7 @@ impl Outbound {
         // One pending ping is enough; more would only grow the queue of a
         // client that is not reading.
         let pending = matches!(state.items.back(), Some(Outgoing::Ping));
-        if !state.closing && !pending {
+        if state.closing_since.is_none() && !pending {
             state.items.push_back(Outgoing::Ping);
             drop(state);
             self.ready.notify_one();
@@ -130,10 +128,9 @@ impl Outbound {
     pub fn push_end(&self, end: Outgoing) -> bool {
         debug_assert!(matches!(end, Outgoing::Close(_) | Outgoing::Reconnect(_)));
         let mut state = self.state.lock();
-        if state.closing {
+        if state.closing_since.is_some() {
             return false;
         }
-        state.closing = true;
         state.closing_since = Some(Instant::now());
         state.items.push_back(end);
         drop(state);
@@ -143,7 +140,7 @@ impl Outbound {
 
     /// Whether an end has been queued.
     pub fn is_closing(&self) -> bool {
-        self.state.lock().closing
+        self.state.lock().closing_since.is_some()
     }
 
     /// When the end was queued, by whichever producer queued it (the
