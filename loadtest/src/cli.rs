@@ -85,6 +85,19 @@ pub enum Scenario {
     /// WebSocket, SSE and long-poll subscribers at once, M broadcasts at R
     /// per second: latency and losses per transport.
     Mixed(MixedArgs),
+    /// Subscribers spread over several gateway nodes while broadcasts flow
+    /// at R per second; --kill-pid is sent SIGKILL --kill-after-secs after
+    /// the first push. Counts lost and duplicated messages (both must be 0).
+    ///
+    /// Give every node's URL template, comma-separated (--ws-url,
+    /// --sse-url, --poll-url): connection k starts on node k mod nodes.
+    /// A connection whose node goes away (the socket ends, or a reconnect
+    /// is refused) reconnects with its last cursor to the next node in the
+    /// list, with the same back-off as `churn`. A warm-up broadcast (seq 0)
+    /// first gives every client a cursor. Push only to nodes that stay up
+    /// (--push-url), and give only their pids (--pid): a push to the killed
+    /// node would be refused, and its CPU cannot be read after the kill.
+    Failover(FailoverArgs),
     /// One scenario against pushgate and Nchan in turn (--rounds rounds,
     /// each run against a fresh server): the medians side by side with
     /// their ratio, as Markdown, JSON and an SVG bar chart.
@@ -231,20 +244,45 @@ pub struct SummaryArgs {
 }
 
 /// Targets, workers and outputs, shared by every scenario.
+///
+/// Several gateway nodes: `--ws-url`, `--sse-url`, `--poll-url`,
+/// `--push-url`, `--pid` and `--metrics-url` each take a comma-separated
+/// list (or the option repeated). Connection k (numbered from 0 over every
+/// transport of the run) goes to node k mod (number of templates), push j
+/// to push URL j mod (number of push URLs), and the server's memory and CPU
+/// are summed over every pid.
 #[derive(Debug, Clone, Args)]
 pub struct Common {
-    /// WebSocket URL template; {user} becomes the user id.
-    #[arg(long, default_value = "ws://127.0.0.1:8080/ws?uid={user}")]
-    pub ws_url: String,
-    /// Server-sent events URL template.
-    #[arg(long, default_value = "http://127.0.0.1:8080/sse?uid={user}")]
-    pub sse_url: String,
-    /// Long-poll URL template.
-    #[arg(long, default_value = "http://127.0.0.1:8080/poll?uid={user}")]
-    pub poll_url: String,
-    /// Where pushes are POSTed.
-    #[arg(long, default_value = "http://127.0.0.1:8080/push")]
-    pub push_url: String,
+    /// WebSocket URL templates; {user} becomes the user id. Several,
+    /// comma-separated: connection k goes to template k mod their number.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "ws://127.0.0.1:8080/ws?uid={user}"
+    )]
+    pub ws_url: Vec<String>,
+    /// Server-sent events URL templates (as --ws-url).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "http://127.0.0.1:8080/sse?uid={user}"
+    )]
+    pub sse_url: Vec<String>,
+    /// Long-poll URL templates (as --ws-url).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "http://127.0.0.1:8080/poll?uid={user}"
+    )]
+    pub poll_url: Vec<String>,
+    /// Where pushes are POSTed. Several, comma-separated: push j goes to
+    /// URL j mod their number.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "http://127.0.0.1:8080/push"
+    )]
+    pub push_url: Vec<String>,
     /// Bearer key for --push-url (empty: no Authorization header).
     #[arg(long, env = "LOADTEST_API_KEY", default_value = DEV_API_KEY, hide_default_value = true)]
     pub api_key: String,
@@ -252,12 +290,15 @@ pub struct Common {
     /// {data} the payload object.
     #[arg(long, default_value = r#"{"to":{to},"data":{data}}"#)]
     pub push_body: String,
-    /// The server's process id, for memory and CPU from /proc.
-    #[arg(long)]
-    pub pid: Option<u32>,
-    /// The server's Prometheus endpoint (pushgate: http://HOST:PORT/metrics).
-    #[arg(long)]
-    pub metrics_url: Option<String>,
+    /// The server's process ids, comma-separated, for memory and CPU from
+    /// /proc (each with its children, all summed: one figure for a cluster
+    /// of nodes).
+    #[arg(long, value_delimiter = ',')]
+    pub pid: Vec<u32>,
+    /// The server's Prometheus endpoints (pushgate: http://HOST:PORT/metrics),
+    /// comma-separated; a gauge read for waiting is summed over them.
+    #[arg(long, value_delimiter = ',')]
+    pub metrics_url: Vec<String>,
     /// A line prefix on --metrics-url whose value counts the server's
     /// subscribers (Nchan's nchan_stub_status: "subscribers:"). When given,
     /// every delivery scenario waits (at most 60 s) until it reaches the
@@ -473,6 +514,40 @@ pub struct MixedArgs {
     /// Broadcasts per second.
     #[arg(short = 'r', long, default_value_t = 5.0)]
     pub rate: f64,
+    /// Push settings.
+    #[command(flatten)]
+    pub push: PushOpts,
+}
+
+/// `failover`.
+#[derive(Debug, Clone, Args)]
+pub struct FailoverArgs {
+    /// Shared options.
+    #[command(flatten)]
+    pub common: Common,
+    /// WebSocket subscribers.
+    #[arg(long, default_value_t = 1000)]
+    pub ws: u64,
+    /// SSE subscribers.
+    #[arg(long, default_value_t = 0)]
+    pub sse: u64,
+    /// Long-poll subscribers.
+    #[arg(long, default_value_t = 0)]
+    pub poll: u64,
+    /// Broadcasts after the warm-up.
+    #[arg(short = 'm', long, default_value_t = 200)]
+    pub messages: u64,
+    /// Broadcasts per second (keep it so that history covers a reconnect).
+    #[arg(short = 'r', long, default_value_t = 20.0)]
+    pub rate: f64,
+    /// The process to kill with SIGKILL during the pushes (a gateway node
+    /// this run's clients use). Without it nothing is killed: a control
+    /// run.
+    #[arg(long)]
+    pub kill_pid: Option<u32>,
+    /// Seconds after the first push when --kill-pid is killed.
+    #[arg(long, default_value_t = 3.0)]
+    pub kill_after_secs: f64,
     /// Push settings.
     #[command(flatten)]
     pub push: PushOpts,

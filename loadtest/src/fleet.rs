@@ -28,8 +28,9 @@ pub struct Group {
     pub kind: Kind,
     /// How many.
     pub count: u64,
-    /// URL template.
-    pub url: String,
+    /// URL templates, one per node (connection k goes to node k mod
+    /// their number).
+    pub urls: Vec<String>,
 }
 
 /// What every worker of a run shares.
@@ -47,6 +48,8 @@ pub struct Plan {
     pub expect: u64,
     /// Churn settings.
     pub churn: Option<Churn>,
+    /// Whether a connection whose node goes away moves to the next node.
+    pub failover: bool,
     /// The server's idle timeout, ms (silent clients).
     pub idle_timeout_ms: u64,
     /// User id prefix.
@@ -88,7 +91,7 @@ impl Fleet {
                 let spec = Spec {
                     worker: workers.len(),
                     kind: group.kind,
-                    url: group.url.clone(),
+                    urls: group.urls.clone(),
                     user_prefix: plan.user_prefix.clone(),
                     first_user: next_user,
                     count: count as usize,
@@ -100,6 +103,7 @@ impl Fleet {
                     connect_rate: plan.connect_rate * count as f64 / total.max(1) as f64,
                     expect: plan.expect,
                     churn: plan.churn,
+                    failover: plan.failover,
                     idle_timeout_ms: plan.idle_timeout_ms,
                     cursor_param: plan.cursor_param.clone(),
                     lifetime_secs: plan.lifetime_secs,

@@ -64,6 +64,22 @@ pub fn sample_tree(pid: u32) -> anyhow::Result<Sample> {
     Ok(total)
 }
 
+/// Reads each of `pids` with its children ([`sample_tree`]) and sums them:
+/// one figure for several gateway nodes. Fails if any cannot be read.
+pub fn sample_pids(pids: &[u32]) -> anyhow::Result<Sample> {
+    let (first, rest) = pids.split_first().context("no pid to sample")?;
+    let mut total = sample_tree(*first)?;
+    for &pid in rest {
+        let s = sample_tree(pid)?;
+        total.rss_kib += s.rss_kib;
+        total.pss_kib += s.pss_kib;
+        total.cpu_us += s.cpu_us;
+        total.threads += s.threads;
+        total.processes += s.processes;
+    }
+    Ok(total)
+}
+
 /// The processes whose parent is `pid` (from `/proc/*/stat`).
 pub fn children(pid: u32) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
@@ -169,6 +185,28 @@ mod tests {
     fn own_process_can_be_sampled() {
         let s = sample(std::process::id()).unwrap();
         assert!(s.rss_kib > 0 && s.threads >= 1);
+    }
+
+    #[test]
+    fn several_pids_are_summed_and_a_missing_one_fails() {
+        let mut a = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let mut b = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let one = sample_pids(&[a.id()]).unwrap();
+        let both = sample_pids(&[a.id(), b.id()]).unwrap();
+        assert_eq!((one.processes, both.processes), (1, 2));
+        assert!(both.rss_kib > one.rss_kib);
+        let _ = b.kill();
+        let _ = b.wait();
+        assert!(sample_pids(&[a.id(), b.id()]).is_err(), "a reaped pid");
+        assert!(sample_pids(&[]).is_err());
+        let _ = a.kill();
+        let _ = a.wait();
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The backend side: `POST /push` at a given rate over a few keep-alive
-//! connections. Each payload carries its number and the wall-clock time it
-//! was written (`{"seq":N,"ts":µs}`), so receivers measure latency.
+//! connections, round-robin over one or more gateway nodes. Each payload
+//! carries its number and the wall-clock time it was written
+//! (`{"seq":N,"ts":µs}`), so receivers measure latency.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -22,14 +23,15 @@ const PUSH_TIMEOUT: Duration = Duration::from_secs(30);
 /// Where and how to push.
 #[derive(Debug, Clone)]
 pub struct Pusher {
-    /// `POST` target.
-    pub target: Target,
+    /// `POST` targets, one per node: job j goes to `targets[j mod len]`.
+    pub targets: Vec<Target>,
     /// Bearer key (empty: no `Authorization` header).
     pub api_key: String,
     /// Body template: `{to}` becomes `"*"` or a JSON array of user ids,
     /// `{data}` the payload object.
     pub body: String,
-    /// Keep-alive connections used in parallel.
+    /// Pushing tasks in parallel, each with one keep-alive connection per
+    /// node.
     pub conns: usize,
     /// Bytes of padding in each payload.
     pub payload_bytes: usize,
@@ -66,7 +68,12 @@ impl Pusher {
         rate: f64,
         bar: &ProgressBar,
     ) -> anyhow::Result<Vec<Record>> {
-        let addr = self.target.resolve().await?;
+        anyhow::ensure!(!self.targets.is_empty(), "no push URL");
+        let mut addrs = Vec::with_capacity(self.targets.len());
+        for target in &self.targets {
+            addrs.push(target.resolve().await?);
+        }
+        let addrs = Arc::new(addrs);
         let queue = Arc::new(Mutex::new(
             jobs.into_iter().enumerate().collect::<VecDeque<_>>(),
         ));
@@ -74,10 +81,11 @@ impl Pusher {
         let mut tasks = Vec::new();
         for _ in 0..self.conns.max(1) {
             let queue = Arc::clone(&queue);
+            let addrs = Arc::clone(&addrs);
             let pusher = self.clone();
             let bar = bar.clone();
             tasks.push(tokio::spawn(async move {
-                pusher.drain(addr, queue, started, rate, bar).await
+                pusher.drain(&addrs, queue, started, rate, bar).await
             }));
         }
         let mut records = Vec::new();
@@ -88,17 +96,18 @@ impl Pusher {
         Ok(records)
     }
 
-    /// One connection's loop: take the next job, wait for its slot (job
-    /// `index` starts at `index / rate` s), push.
+    /// One task's loop: take the next job, wait for its slot (job `index`
+    /// starts at `index / rate` s), push it to node `index mod nodes` over
+    /// that node's keep-alive connection.
     async fn drain(
         &self,
-        addr: std::net::SocketAddr,
+        addrs: &[std::net::SocketAddr],
         queue: Arc<Mutex<VecDeque<(usize, Job)>>>,
         started: Instant,
         rate: f64,
         bar: ProgressBar,
     ) -> anyhow::Result<Vec<Record>> {
-        let mut conn: Option<HttpConn> = None;
+        let mut conns: Vec<Option<HttpConn>> = addrs.iter().map(|_| None).collect();
         let mut records = Vec::new();
         loop {
             let next = queue
@@ -110,27 +119,35 @@ impl Pusher {
                 let due = started + Duration::from_secs_f64(index as f64 / rate);
                 tokio::time::sleep_until(due).await;
             }
+            let node = index % addrs.len();
+            let target = &self.targets[node];
+            let conn = &mut conns[node];
             if conn.is_none() {
-                conn = target::connect(addr, None).await.ok().map(HttpConn::new);
+                *conn = target::connect(addrs[node], None)
+                    .await
+                    .ok()
+                    .map(HttpConn::new);
             }
-            let record = match &mut conn {
-                Some(c) => match tokio::time::timeout(PUSH_TIMEOUT, self.push(c, &job)).await {
-                    Ok(Ok((record, keep_alive))) => {
-                        if !keep_alive {
-                            conn = None;
+            let record = match conn {
+                Some(c) => {
+                    match tokio::time::timeout(PUSH_TIMEOUT, self.push(target, c, &job)).await {
+                        Ok(Ok((record, keep_alive))) => {
+                            if !keep_alive {
+                                *conn = None;
+                            }
+                            record
                         }
-                        record
-                    }
-                    _ => {
-                        conn = None;
-                        Record {
-                            seq: job.seq,
-                            sent_us: now_us(),
-                            status: 0,
-                            rtt_us: 0,
+                        _ => {
+                            *conn = None;
+                            Record {
+                                seq: job.seq,
+                                sent_us: now_us(),
+                                status: 0,
+                                rtt_us: 0,
+                            }
                         }
                     }
-                },
+                }
                 None => Record {
                     seq: job.seq,
                     sent_us: now_us(),
@@ -144,8 +161,14 @@ impl Pusher {
         Ok(records)
     }
 
-    /// Makes one push; also says whether the connection stays open.
-    async fn push(&self, conn: &mut HttpConn, job: &Job) -> anyhow::Result<(Record, bool)> {
+    /// Makes one push to `target`; also says whether the connection stays
+    /// open.
+    async fn push(
+        &self,
+        target: &Target,
+        conn: &mut HttpConn,
+        job: &Job,
+    ) -> anyhow::Result<(Record, bool)> {
         let sent_us = now_us();
         let body = self.body_for(job, sent_us);
         let auth = format!("Bearer {}", self.api_key);
@@ -155,8 +178,8 @@ impl Pusher {
         }
         let request = http::request(
             "POST",
-            &self.target.path,
-            &self.target.host_header(),
+            &target.path,
+            &target.host_header(),
             &headers,
             body.as_bytes(),
         );
@@ -204,7 +227,7 @@ mod tests {
     #[test]
     fn bodies_fill_in_recipients_and_payload() {
         let pusher = Pusher {
-            target: Target::parse("http://127.0.0.1:1/push").unwrap(),
+            targets: vec![Target::parse("http://127.0.0.1:1/push").unwrap()],
             api_key: String::new(),
             body: r#"{"to":{to},"data":{data}}"#.into(),
             conns: 1,
@@ -223,5 +246,83 @@ mod tests {
             5,
         );
         assert!(personal.starts_with(r#"{"to":["a","b"],"#));
+    }
+
+    /// Reads one request from `conn` and returns its body (`None` when the
+    /// connection ends first).
+    async fn read_request(conn: &mut HttpConn) -> Option<String> {
+        let end = loop {
+            if let Some(end) = http::find(conn.buffered(), b"\r\n\r\n") {
+                break end;
+            }
+            if conn.fill().await.ok()? == 0 {
+                return None;
+            }
+        };
+        let head = String::from_utf8(conn.buffered().drain(..end + 4).collect()).ok()?;
+        let len: usize = head.lines().find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")?
+                .trim()
+                .parse()
+                .ok()
+        })?;
+        while conn.buffered().len() < len {
+            if conn.fill().await.ok()? == 0 {
+                return None;
+            }
+        }
+        String::from_utf8(conn.buffered().drain(..len).collect()).ok()
+    }
+
+    /// A server on 127.0.0.1:0 that answers every request with 202 and
+    /// counts the bodies it got, by the `seq` in them.
+    async fn counting_server() -> (Target, Arc<Mutex<Vec<u64>>>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::clone(&seen);
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let log = Arc::clone(&log);
+                tokio::spawn(async move {
+                    let mut conn = HttpConn::new(stream);
+                    while let Some(body) = read_request(&mut conn).await {
+                        let seq = body.split("\"seq\":").nth(1).unwrap();
+                        let seq = seq.split(',').next().unwrap().parse().unwrap();
+                        log.lock().unwrap().push(seq);
+                        let answer = b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n";
+                        if conn.send(answer).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        let target = Target::parse(&format!("http://127.0.0.1:{port}/push")).unwrap();
+        (target, seen)
+    }
+
+    #[tokio::test]
+    async fn pushes_go_round_robin_over_the_nodes() {
+        let (a, seen_a) = counting_server().await;
+        let (b, seen_b) = counting_server().await;
+        let pusher = Pusher {
+            targets: vec![a, b],
+            api_key: "k".into(),
+            body: r#"{"to":{to},"data":{data}}"#.into(),
+            conns: 3,
+            payload_bytes: 0,
+        };
+        let jobs = (1..=10).map(|seq| Job { seq, to: None }).collect();
+        let records = pusher.run(jobs, 0.0, &ProgressBar::hidden()).await.unwrap();
+        assert!(records.iter().all(|r| r.status == 202), "{records:?}");
+        let mut a = seen_a.lock().unwrap().clone();
+        let mut b = seen_b.lock().unwrap().clone();
+        a.sort_unstable();
+        b.sort_unstable();
+        // Job j (from 0) goes to node j mod 2: seq 1, 3, 5, ... to the first.
+        assert_eq!(a, vec![1, 3, 5, 7, 9]);
+        assert_eq!(b, vec![2, 4, 6, 8, 10]);
     }
 }

@@ -124,6 +124,14 @@ pub fn source_of(index: u64, sources: u8) -> Option<Ipv4Addr> {
     Some(Ipv4Addr::new(127, 0, 0, last))
 }
 
+/// The node (index into a list of `nodes` URL templates) global
+/// connection number `index` starts on: connections round-robin over the
+/// nodes, so each of k nodes holds every k-th connection of every
+/// transport.
+pub fn node_of(index: u64, nodes: usize) -> usize {
+    (index % nodes.max(1) as u64) as usize
+}
+
 /// Opens a TCP connection to `addr`, bound to `source` first if given.
 pub async fn connect(addr: SocketAddr, source: Option<Ipv4Addr>) -> std::io::Result<TcpStream> {
     let socket = TcpSocket::new_v4()?;
@@ -167,5 +175,16 @@ mod tests {
         assert_eq!(sources_for(40_000), 2);
         assert_eq!(source_of(5, 1), None);
         assert_eq!(source_of(5, 3), Some(Ipv4Addr::new(127, 0, 0, 3)));
+    }
+
+    #[test]
+    fn connections_round_robin_over_nodes() {
+        let per_node = (0..10).fold([0; 3], |mut n, k| {
+            n[node_of(k, 3)] += 1;
+            n
+        });
+        assert_eq!(per_node, [4, 3, 3]);
+        assert_eq!(node_of(7, 1), 0);
+        assert_eq!(node_of(7, 0), 0, "no node list counts as one node");
     }
 }

@@ -1,6 +1,6 @@
 //! The delivery scenarios (`fanout`, `sse-fanout`, `poll-fanout`,
-//! `personal`, `churn`, `mixed`): subscribers open, pushes flow, every
-//! arrival is counted and timed.
+//! `personal`, `churn`, `mixed`, `failover`): subscribers open, pushes
+//! flow, every arrival is counted and timed.
 
 use std::time::Duration;
 
@@ -10,9 +10,9 @@ use tokio::time::Instant;
 use super::counts::{merged, report_counts, report_pushes, spread};
 use super::{Finished, cpu_between, launch, plan, progress, report_opened, sample};
 use crate::cli::{
-    ChurnArgs, Common, FanoutArgs, MixedArgs, PersonalArgs, PollFanoutArgs, PushOpts,
+    ChurnArgs, Common, FailoverArgs, FanoutArgs, MixedArgs, PersonalArgs, PollFanoutArgs, PushOpts,
 };
-use crate::fleet::{Fleet, Group};
+use crate::fleet::{Fleet, Group, Plan};
 use crate::hist;
 use crate::http::{self, HttpConn};
 use crate::pusher::{Job, Pusher, Record};
@@ -38,6 +38,16 @@ struct Delivery<'a> {
     rate: f64,
     warmup: bool,
     park: Option<Duration>,
+    failover: bool,
+    kill: Option<Kill>,
+}
+
+/// A process to kill with SIGKILL while pushing.
+#[derive(Debug, Clone, Copy)]
+struct Kill {
+    pid: u32,
+    /// After the first push.
+    after: Duration,
 }
 
 /// `fanout` (WebSocket) and `sse-fanout`.
@@ -59,7 +69,7 @@ pub async fn fanout(args: &FanoutArgs, sse: bool) -> anyhow::Result<Finished> {
         groups: vec![Group {
             kind,
             count: args.connections,
-            url: url.clone(),
+            urls: url.clone(),
         }],
         expect: args.messages,
         churn: None,
@@ -67,6 +77,8 @@ pub async fn fanout(args: &FanoutArgs, sse: bool) -> anyhow::Result<Finished> {
         rate: args.rate,
         warmup: false,
         park: None,
+        failover: false,
+        kill: None,
     })
     .await
 }
@@ -85,7 +97,7 @@ pub async fn poll_fanout(args: &PollFanoutArgs) -> anyhow::Result<Finished> {
         groups: vec![Group {
             kind: Kind::Poll,
             count: args.connections,
-            url: c.poll_url.clone(),
+            urls: c.poll_url.clone(),
         }],
         expect: args.messages,
         churn: None,
@@ -93,6 +105,8 @@ pub async fn poll_fanout(args: &PollFanoutArgs) -> anyhow::Result<Finished> {
         rate: args.rate,
         warmup: false,
         park: Some(Duration::from_secs(args.park_secs)),
+        failover: false,
+        kill: None,
     })
     .await
 }
@@ -127,7 +141,7 @@ pub async fn personal(args: &PersonalArgs) -> anyhow::Result<Finished> {
         groups: vec![Group {
             kind: Kind::Ws,
             count: args.connections,
-            url: c.ws_url.clone(),
+            urls: c.ws_url.clone(),
         }],
         expect: args.messages,
         churn: None,
@@ -135,6 +149,8 @@ pub async fn personal(args: &PersonalArgs) -> anyhow::Result<Finished> {
         rate: args.rate,
         warmup: false,
         park: None,
+        failover: false,
+        kill: None,
     })
     .await
 }
@@ -154,7 +170,7 @@ pub async fn churn(args: &ChurnArgs) -> anyhow::Result<Finished> {
         groups: vec![Group {
             kind: Kind::Ws,
             count: args.connections,
-            url: c.ws_url.clone(),
+            urls: c.ws_url.clone(),
         }],
         expect: args.messages,
         churn: Some(Churn {
@@ -165,6 +181,8 @@ pub async fn churn(args: &ChurnArgs) -> anyhow::Result<Finished> {
         rate: args.rate,
         warmup: true,
         park: None,
+        failover: false,
+        kill: None,
     })
     .await
 }
@@ -172,19 +190,7 @@ pub async fn churn(args: &ChurnArgs) -> anyhow::Result<Finished> {
 /// `mixed`.
 pub async fn mixed(args: &MixedArgs) -> anyhow::Result<Finished> {
     let c = &args.common;
-    let groups: Vec<Group> = [
-        (Kind::Ws, args.ws, &c.ws_url),
-        (Kind::Sse, args.sse, &c.sse_url),
-        (Kind::Poll, args.poll, &c.poll_url),
-    ]
-    .into_iter()
-    .filter(|(_, count, _)| *count > 0)
-    .map(|(kind, count, url)| Group {
-        kind,
-        count,
-        url: url.clone(),
-    })
-    .collect();
+    let groups = transports(c, args.ws, args.sse, args.poll);
     execute(Delivery {
         scenario: "mixed",
         params: json!({
@@ -200,8 +206,60 @@ pub async fn mixed(args: &MixedArgs) -> anyhow::Result<Finished> {
         rate: args.rate,
         warmup: false,
         park: (args.poll > 0).then(|| Duration::from_secs(2)),
+        failover: false,
+        kill: None,
     })
     .await
+}
+
+/// `failover`.
+pub async fn failover(args: &FailoverArgs) -> anyhow::Result<Finished> {
+    let c = &args.common;
+    let groups = transports(c, args.ws, args.sse, args.poll);
+    anyhow::ensure!(!groups.is_empty(), "no subscribers (--ws, --sse, --poll)");
+    execute(Delivery {
+        scenario: "failover",
+        params: json!({
+            "ws": args.ws, "sse": args.sse, "poll": args.poll,
+            "messages": args.messages, "rate": args.rate,
+            "nodes": c.ws_url.len().max(c.sse_url.len()).max(c.poll_url.len()),
+            "push_urls": c.push_url, "kill_pid": args.kill_pid,
+            "kill_after_secs": args.kill_after_secs,
+        }),
+        common: c,
+        push: &args.push,
+        groups,
+        expect: args.messages,
+        churn: None,
+        jobs: broadcasts(args.messages),
+        rate: args.rate,
+        warmup: true,
+        park: (args.poll > 0).then(|| Duration::from_secs(2)),
+        failover: true,
+        kill: args.kill_pid.map(|pid| Kill {
+            pid,
+            after: Duration::from_secs_f64(args.kill_after_secs.max(0.0)),
+        }),
+    })
+    .await
+}
+
+/// One group per transport with clients, in the order WebSocket, SSE,
+/// long-poll (user numbers run on across them).
+fn transports(c: &Common, ws: u64, sse: u64, poll: u64) -> Vec<Group> {
+    [
+        (Kind::Ws, ws, &c.ws_url),
+        (Kind::Sse, sse, &c.sse_url),
+        (Kind::Poll, poll, &c.poll_url),
+    ]
+    .into_iter()
+    .filter(|(_, count, _)| *count > 0)
+    .map(|(kind, count, urls)| Group {
+        kind,
+        count,
+        urls: urls.clone(),
+    })
+    .collect()
 }
 
 fn broadcasts(m: u64) -> Vec<Job> {
@@ -216,13 +274,26 @@ struct Pushed {
     outcomes: Vec<(Kind, Outcome)>,
     cpu_us: Option<u64>,
     push_secs: f64,
+    killed: Option<Killed>,
+}
+
+/// How the kill went.
+#[derive(Debug, Clone)]
+struct Killed {
+    /// After the first push, s.
+    at_secs: f64,
+    /// `kill -KILL` succeeded.
+    ok: bool,
 }
 
 async fn execute(d: Delivery<'_>) -> anyhow::Result<Finished> {
     let common = d.common;
     let total: u64 = d.groups.iter().map(|g| g.count).sum();
-    let (mut fleet, opened) =
-        launch(common, &d.groups, &plan(common, d.expect, d.churn, 0)).await?;
+    let plan = Plan {
+        failover: d.failover,
+        ..plan(common, d.expect, d.churn, 0)
+    };
+    let (mut fleet, opened) = launch(common, &d.groups, &plan).await?;
     let pushed = push_and_collect(&d, &mut fleet).await;
     fleet.exit().await;
     let pushed = pushed?;
@@ -237,6 +308,23 @@ async fn execute(d: Delivery<'_>) -> anyhow::Result<Finished> {
         pushed.warm_got,
         &mut problems,
     );
+    if let (Some(kill), Some(killed)) = (d.kill, &pushed.killed) {
+        report.metric("killed_pid", "node killed (SIGKILL), pid", kill.pid, "");
+        report.metric(
+            "killed_at_secs",
+            "killed after the first push",
+            hist::round2(killed.at_secs),
+            "s",
+        );
+        if !killed.ok {
+            problems.push(format!("kill -KILL {} failed", kill.pid));
+        }
+    } else if let Some(kill) = d.kill {
+        problems.push(format!(
+            "pid {} was never killed (pushing ended first)",
+            kill.pid
+        ));
+    }
     let delivered = report_counts(
         &mut report,
         &pushed.outcomes,
@@ -307,9 +395,9 @@ async fn execute(d: Delivery<'_>) -> anyhow::Result<Finished> {
 
 async fn push_and_collect(d: &Delivery<'_>, fleet: &mut Fleet) -> anyhow::Result<Pushed> {
     let common = d.common;
-    if let (Some(url), Some(metric)) = (&common.metrics_url, &common.ready_metric) {
+    if let (false, Some(metric)) = (common.metrics_url.is_empty(), &common.ready_metric) {
         let clients = d.groups.iter().map(|g| g.count).sum();
-        wait_gauge(url, metric, clients, PARK_WAIT_MAX).await;
+        wait_gauge(&common.metrics_url, metric, clients, PARK_WAIT_MAX).await;
     } else if let Some(park) = d.park {
         let polls = d
             .groups
@@ -320,7 +408,11 @@ async fn push_and_collect(d: &Delivery<'_>, fleet: &mut Fleet) -> anyhow::Result
         wait_parked(common, polls, park).await;
     }
     let pusher = Pusher {
-        target: Target::parse(&common.push_url)?,
+        targets: common
+            .push_url
+            .iter()
+            .map(|u| Target::parse(u))
+            .collect::<anyhow::Result<_>>()?,
         api_key: common.api_key.clone(),
         body: common.push_body.clone(),
         conns: d.push.push_conns,
@@ -337,16 +429,27 @@ async fn push_and_collect(d: &Delivery<'_>, fleet: &mut Fleet) -> anyhow::Result
     } else {
         None
     };
-    let before = sample(common.pid);
+    let before = sample(&common.pid);
     let client_before = fleet.cpu_us();
     let bar = progress(d.jobs.len() as u64, "pushing");
     let push_started = Instant::now();
+    let killer = d
+        .kill
+        .map(|kill| tokio::spawn(kill_later(kill, push_started)));
     let records = pusher.run(d.jobs.clone(), d.rate, &bar).await;
     let push_secs = push_started.elapsed().as_secs_f64();
     bar.finish_and_clear();
+    let killed = match killer {
+        Some(task) if task.is_finished() => task.await.ok(),
+        Some(task) => {
+            task.abort();
+            None
+        }
+        None => None,
+    };
     let records = records?;
     let outcomes = fleet.collect(settle).await?;
-    let after = sample(common.pid);
+    let after = sample(&common.pid);
     let client_cpu_us = fleet.cpu_us().saturating_sub(client_before);
     Ok(Pushed {
         client_cpu_us,
@@ -355,25 +458,53 @@ async fn push_and_collect(d: &Delivery<'_>, fleet: &mut Fleet) -> anyhow::Result
         outcomes,
         cpu_us: cpu_between(before, after),
         push_secs,
+        killed,
     })
+}
+
+/// Sends SIGKILL to `kill.pid` at `kill.after` past `started`.
+async fn kill_later(kill: Kill, started: Instant) -> Killed {
+    tokio::time::sleep_until(started + kill.after).await;
+    let at_secs = started.elapsed().as_secs_f64();
+    let status = tokio::process::Command::new("kill")
+        .args(["-KILL", &kill.pid.to_string()])
+        .status()
+        .await;
+    let ok = matches!(status, Ok(s) if s.success());
+    eprintln!(
+        "loadtest: killed pid {} with SIGKILL after {at_secs:.2} s ({})",
+        kill.pid,
+        if ok { "ok" } else { "failed" }
+    );
+    Killed { at_secs, ok }
 }
 
 /// Waits for long-polls to park: until pushgate's gauge shows them (with
 /// `--metrics-url`), else for `park`.
 async fn wait_parked(common: &Common, polls: u64, park: Duration) {
-    let Some(url) = &common.metrics_url else {
+    if common.metrics_url.is_empty() {
         tokio::time::sleep(park).await;
         return;
-    };
-    wait_gauge(url, PARKED_POLLS_GAUGE, polls, PARK_WAIT_MAX.max(park)).await;
+    }
+    wait_gauge(
+        &common.metrics_url,
+        PARKED_POLLS_GAUGE,
+        polls,
+        PARK_WAIT_MAX.max(park),
+    )
+    .await;
 }
 
-/// Waits until series `name` on `url` reaches `count`, at most `bound`.
-async fn wait_gauge(url: &str, name: &str, count: u64, bound: Duration) {
+/// Waits until series `name`, summed over `urls` (the nodes), reaches
+/// `count`, at most `bound`.
+async fn wait_gauge(urls: &[String], name: &str, count: u64, bound: Duration) {
     let until = Instant::now() + bound;
     let mut last = None;
     while Instant::now() < until {
-        last = gauge(url, name).await;
+        last = Some(0.0);
+        for url in urls {
+            last = last.zip(gauge(url, name).await).map(|(a, b)| a + b);
+        }
         if last.is_some_and(|v| v >= count as f64) {
             return;
         }

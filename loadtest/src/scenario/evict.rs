@@ -26,17 +26,17 @@ pub async fn run(args: &EvictArgs) -> anyhow::Result<Finished> {
             "ws_url": common.ws_url,
         }),
     );
-    let before = sample(common.pid);
+    let before = sample(&common.pid);
     let groups = [Group {
         kind: Kind::Silent,
         count: n,
-        url: common.ws_url.clone(),
+        urls: common.ws_url.clone(),
     }];
     let (mut fleet, opened) = launch(common, &groups, &plan(common, 0, None, idle_ms)).await?;
-    let all_open = sample(common.pid);
+    let all_open = sample(&common.pid);
     let wait = Duration::from_millis(idle_ms) + Duration::from_secs(args.margin_secs);
     let outcomes = fleet.collect(wait).await;
-    let after = sample(common.pid);
+    let after = sample(&common.pid);
     fleet.exit().await;
     let outcomes = outcomes?;
 

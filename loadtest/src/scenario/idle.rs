@@ -25,19 +25,19 @@ pub async fn run(args: &IdleArgs) -> anyhow::Result<Finished> {
             "pid": common.pid,
         }),
     );
-    let before = sample(common.pid);
+    let before = sample(&common.pid);
     let groups = [Group {
         kind: Kind::Ws,
         count: n,
-        url: common.ws_url.clone(),
+        urls: common.ws_url.clone(),
     }];
     let (fleet, opened) = launch(common, &groups, &plan(common, 0, None, 0)).await?;
-    let all_open = sample(common.pid);
+    let all_open = sample(&common.pid);
     tokio::time::sleep(Duration::from_secs(args.hold_secs)).await;
-    let held = sample(common.pid);
+    let held = sample(&common.pid);
     fleet.exit().await;
     tokio::time::sleep(Duration::from_secs(args.release_secs)).await;
-    let released = sample(common.pid);
+    let released = sample(&common.pid);
 
     report_opened(&mut report, &opened, n, &mut problems);
     report.chart("handshake", &opened.handshake);

@@ -38,6 +38,7 @@ pub async fn run(scenario: Scenario) -> anyhow::Result<(Finished, Common)> {
         Scenario::Churn(a) => a.common.clone(),
         Scenario::Evict(a) => a.common.clone(),
         Scenario::Mixed(a) => a.common.clone(),
+        Scenario::Failover(a) => a.common.clone(),
         Scenario::Worker | Scenario::Compare(_) | Scenario::CompareSummary(_) => {
             anyhow::bail!("not a scenario")
         }
@@ -53,6 +54,7 @@ pub async fn run(scenario: Scenario) -> anyhow::Result<(Finished, Common)> {
             Scenario::Churn(a) => delivery::churn(&a).await,
             Scenario::Evict(a) => evict::run(&a).await,
             Scenario::Mixed(a) => delivery::mixed(&a).await,
+            Scenario::Failover(a) => delivery::failover(&a).await,
             Scenario::Worker | Scenario::Compare(_) | Scenario::CompareSummary(_) => {
                 unreachable!("handled above")
             }
@@ -64,9 +66,11 @@ pub async fn run(scenario: Scenario) -> anyhow::Result<(Finished, Common)> {
     Ok((finished, common))
 }
 
-/// The workers' plan from the shared options.
+/// The workers' plan from the shared options (no failover: see
+/// [`Plan::failover`]).
 pub fn plan(common: &Common, expect: u64, churn: Option<Churn>, idle_timeout_ms: u64) -> Plan {
     Plan {
+        failover: false,
         per_worker: common.per_worker,
         sources: common.sources,
         connect_concurrency: common.connect_concurrency,
@@ -94,11 +98,15 @@ pub fn progress(len: u64, message: &'static str) -> ProgressBar {
     bar
 }
 
-/// Reads the server's /proc numbers if `--pid` was given: the process and
-/// its children (an nginx master and its workers), summed.
-pub fn sample(pid: Option<u32>) -> Option<Sample> {
-    let pid = pid?;
-    match procstat::sample_tree(pid) {
+/// Reads the server's /proc numbers if `--pid` was given: each process
+/// and its children (an nginx master and its workers), all summed (the
+/// nodes of a cluster). `None` if any of them cannot be read: a sum over
+/// fewer processes than the run started with would be wrong.
+pub fn sample(pids: &[u32]) -> Option<Sample> {
+    if pids.is_empty() {
+        return None;
+    }
+    match procstat::sample_pids(pids) {
         Ok(s) => Some(s),
         Err(err) => {
             eprintln!("loadtest: warning: {err:#}");

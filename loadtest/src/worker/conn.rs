@@ -49,8 +49,15 @@ pub async fn run(ctx: Rc<Ctx>, i: usize) {
 /// A client that holds one connection at a time and may reconnect with
 /// its cursor (WebSocket, SSE).
 pub trait Client: Sized {
-    /// Opens a connection for `user`, resuming from `cursor` if given.
-    async fn open(ctx: &Ctx, i: usize, user: &str, cursor: Option<&str>) -> anyhow::Result<Self>;
+    /// Opens a connection for `user` to gateway node `node`, resuming
+    /// from `cursor` if given.
+    async fn open(
+        ctx: &Ctx,
+        i: usize,
+        node: usize,
+        user: &str,
+        cursor: Option<&str>,
+    ) -> anyhow::Result<Self>;
 
     /// Reads until the connection ends, keeping `cursor`; says what next.
     async fn read(self, ctx: &Ctx, i: usize, cursor: &mut Option<String>, rng: &mut Rng) -> Flow;
@@ -58,10 +65,13 @@ pub trait Client: Sized {
 
 /// The life of reconnecting client `i`: open, read, and reconnect with the
 /// cursor when the flow says so (churn, a `reconnect` frame, or a drop
-/// while churning), with a bounded back-off after failures.
+/// while churning or failing over), with a bounded back-off after
+/// failures. With failover, a drop or a failed reconnect moves the client
+/// to the next node.
 async fn reconnecting<C: Client>(ctx: &Ctx, i: usize) {
     let user = ctx.user(i);
     let mut rng = rng_for(ctx, i);
+    let mut node = ctx.home(i);
     let mut cursor: Option<String> = None;
     let mut first = true;
     let mut failures = 0;
@@ -69,9 +79,11 @@ async fn reconnecting<C: Client>(ctx: &Ctx, i: usize) {
         let (opened, took) = {
             let _permit = ctx.gate.acquire().await;
             let started = Instant::now();
-            let opened =
-                tokio::time::timeout(CONNECT_TIMEOUT, C::open(ctx, i, &user, cursor.as_deref()))
-                    .await;
+            let opened = tokio::time::timeout(
+                CONNECT_TIMEOUT,
+                C::open(ctx, i, node, &user, cursor.as_deref()),
+            )
+            .await;
             (opened, started.elapsed())
         };
         let opened = opened
@@ -82,6 +94,7 @@ async fn reconnecting<C: Client>(ctx: &Ctx, i: usize) {
             Err(err) if first => return first_attempt(ctx, Err(format!("{err:#}"))),
             Err(err) => {
                 failures += 1;
+                node = ctx.next_node(node);
                 if reconnect_failed(ctx, failures, &format!("{err:#}")).await {
                     continue;
                 }
@@ -101,8 +114,9 @@ async fn reconnecting<C: Client>(ctx: &Ctx, i: usize) {
         }
         match flow {
             Flow::Reconnect => {}
-            Flow::Dropped if ctx.spec.churn.is_some() => {
+            Flow::Dropped if ctx.spec.churn.is_some() || ctx.spec.failover => {
                 failures += 1;
+                node = ctx.next_node(node);
                 if !backoff(ctx, failures).await {
                     return;
                 }

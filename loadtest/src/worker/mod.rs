@@ -44,10 +44,8 @@ const CHECK_EVERY: Duration = Duration::from_millis(10);
 pub struct Ctx {
     /// The worker's spec.
     pub spec: Spec,
-    /// The parsed URL template.
-    pub target: Target,
-    /// Where it resolves to.
-    pub addr: SocketAddr,
+    /// The gateway nodes: each parsed URL template and where it resolves to.
+    pub nodes: Vec<Node>,
     /// The counts.
     pub tally: RefCell<Tally>,
     /// Handshakes in flight.
@@ -62,7 +60,31 @@ pub struct Ctx {
     pub next_open: Cell<Instant>,
 }
 
+/// One gateway node of the worker's URL list.
+#[derive(Debug)]
+pub struct Node {
+    /// The parsed URL template.
+    pub target: Target,
+    /// Where it resolves to.
+    pub addr: SocketAddr,
+}
+
 impl Ctx {
+    /// The node local connection `i` starts on.
+    pub fn home(&self, i: usize) -> usize {
+        target::node_of(self.spec.first_conn + i as u64, self.nodes.len())
+    }
+
+    /// The node after `node` (where a connection goes when its node is
+    /// gone, with failover); `node` itself without failover.
+    pub fn next_node(&self, node: usize) -> usize {
+        if self.spec.failover {
+            (node + 1) % self.nodes.len()
+        } else {
+            node
+        }
+    }
+
     /// The user id of local connection `i`.
     pub fn user(&self, i: usize) -> String {
         target::user_id(&self.spec.user_prefix, self.spec.first_user + i as u64)
@@ -117,8 +139,13 @@ async fn run() -> anyhow::Result<()> {
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     let first = lines.next_line().await?.context("no spec on stdin")?;
     let spec: Spec = serde_json::from_str(&first).context("bad spec")?;
-    let target = Target::parse(&spec.url)?;
-    let addr = target.resolve().await?;
+    anyhow::ensure!(!spec.urls.is_empty(), "no URL template in the spec");
+    let mut nodes = Vec::with_capacity(spec.urls.len());
+    for url in &spec.urls {
+        let target = Target::parse(url)?;
+        let addr = target.resolve().await?;
+        nodes.push(Node { target, addr });
+    }
     let started = Instant::now();
     let ctx = Rc::new(Ctx {
         tally: RefCell::new(Tally::new(spec.count, spec.expect)),
@@ -127,8 +154,7 @@ async fn run() -> anyhow::Result<()> {
         attempts_done: Cell::new(0),
         next_open: Cell::new(started),
         deadline: started + Duration::from_secs(spec.lifetime_secs),
-        target,
-        addr,
+        nodes,
         spec,
     });
     for i in 0..ctx.spec.count {

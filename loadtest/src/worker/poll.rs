@@ -18,9 +18,11 @@ use crate::frames;
 use crate::http::{self, HttpConn};
 use crate::target;
 
-/// Runs long-poll client `i`.
+/// Runs long-poll client `i`. With failover, a failed poll (its node went
+/// away) polls the next node with the cursor.
 pub async fn run(ctx: &Ctx, i: usize) {
     let user = ctx.user(i);
+    let mut node = ctx.home(i);
     let mut cursor: Option<String> = None;
     let mut validators = Validators::default();
     let mut conn: Option<HttpConn> = None;
@@ -35,7 +37,8 @@ pub async fn run(ctx: &Ctx, i: usize) {
                 let connected = {
                     let _permit = ctx.gate.acquire().await;
                     started = Instant::now();
-                    tokio::time::timeout(CONNECT_TIMEOUT, target::connect(ctx.addr, ctx.source(i)))
+                    let addr = ctx.nodes[node].addr;
+                    tokio::time::timeout(CONNECT_TIMEOUT, target::connect(addr, ctx.source(i)))
                         .await
                 };
                 match connected {
@@ -49,6 +52,7 @@ pub async fn run(ctx: &Ctx, i: usize) {
                             return conn::first_attempt(ctx, Err(err));
                         }
                         failures += 1;
+                        node = ctx.next_node(node);
                         if conn::reconnect_failed(ctx, failures, &err).await {
                             continue;
                         }
@@ -57,9 +61,8 @@ pub async fn run(ctx: &Ctx, i: usize) {
                 }
             }
         };
-        let path = ctx
-            .target
-            .path_for(&user, ctx.cursor_arg(cursor.as_deref()));
+        let target = &ctx.nodes[node].target;
+        let path = target.path_for(&user, ctx.cursor_arg(cursor.as_deref()));
         let mut headers = vec![("Accept", "application/json")];
         if let Some(v) = &validators.last_modified {
             headers.push(("If-Modified-Since", v));
@@ -67,7 +70,7 @@ pub async fn run(ctx: &Ctx, i: usize) {
         if let Some(v) = &validators.etag {
             headers.push(("If-None-Match", v));
         }
-        let request = http::request("GET", &path, &ctx.target.host_header(), &headers, b"");
+        let request = http::request("GET", &path, &target.host_header(), &headers, b"");
         if let Err(err) = current.send(&request).await {
             if first {
                 return conn::first_attempt(ctx, Err(format!("send: {err}")));
@@ -99,6 +102,7 @@ pub async fn run(ctx: &Ctx, i: usize) {
             }
             Err(err) => {
                 failures += 1;
+                node = ctx.next_node(node);
                 if !conn::reconnect_failed(ctx, failures, &format!("{err:#}")).await {
                     return;
                 }

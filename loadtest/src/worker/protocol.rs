@@ -49,8 +49,8 @@ pub struct Spec {
     pub worker: usize,
     /// The transport of all its connections.
     pub kind: Kind,
-    /// URL template with `{user}`.
-    pub url: String,
+    /// URL templates with `{user}`, one per gateway node.
+    pub urls: Vec<String>,
     /// User ids are `<user_prefix><n>`.
     pub user_prefix: String,
     /// User number of its first connection.
@@ -70,6 +70,9 @@ pub struct Spec {
     pub expect: u64,
     /// Reconnect with the cursor every so often (churn scenario).
     pub churn: Option<Churn>,
+    /// A connection whose node goes away (its socket ends, or a reconnect
+    /// is refused) reconnects with its cursor to the next node of `urls`.
+    pub failover: bool,
     /// The gateway's idle timeout, ms (silent clients measure against it).
     pub idle_timeout_ms: u64,
     /// Query parameter that carries a cursor on reconnect.

@@ -59,18 +59,19 @@ pub async fn run(ctx: &Ctx, i: usize) {
 }
 
 async fn open(ctx: &Ctx, i: usize) -> anyhow::Result<HttpConn> {
-    let stream = target::connect(ctx.addr, ctx.source(i))
+    let node = &ctx.nodes[ctx.home(i)];
+    let stream = target::connect(node.addr, ctx.source(i))
         .await
         .context("connect")?;
     let mut conn = HttpConn::new(stream);
     let mut rng = conn::rng_for(ctx, i);
     let key_bytes: Vec<u8> = (0..2).flat_map(|_| rng.next_u64().to_le_bytes()).collect();
     let key = base64::engine::general_purpose::STANDARD.encode(key_bytes);
-    let path = ctx.target.path_for(&ctx.user(i), None);
+    let path = node.target.path_for(&ctx.user(i), None);
     let request = http::request(
         "GET",
         &path,
-        &ctx.target.host_header(),
+        &node.target.host_header(),
         &[
             ("Upgrade", "websocket"),
             ("Connection", "Upgrade"),

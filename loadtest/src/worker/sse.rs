@@ -3,8 +3,8 @@
 
 use anyhow::{Context as _, bail};
 
-use super::Ctx;
 use super::conn::{self, Flow};
+use super::{Ctx, Node};
 use crate::frames;
 use crate::http::{self, Chunked, HttpConn};
 use crate::rng::Rng;
@@ -18,8 +18,14 @@ pub struct SseClient {
 }
 
 impl conn::Client for SseClient {
-    async fn open(ctx: &Ctx, i: usize, user: &str, cursor: Option<&str>) -> anyhow::Result<Self> {
-        open(ctx, i, user, cursor).await
+    async fn open(
+        ctx: &Ctx,
+        i: usize,
+        node: usize,
+        user: &str,
+        cursor: Option<&str>,
+    ) -> anyhow::Result<Self> {
+        open(ctx, i, &ctx.nodes[node], user, cursor).await
     }
 
     async fn read(self, ctx: &Ctx, i: usize, cursor: &mut Option<String>, rng: &mut Rng) -> Flow {
@@ -27,16 +33,22 @@ impl conn::Client for SseClient {
     }
 }
 
-async fn open(ctx: &Ctx, i: usize, user: &str, cursor: Option<&str>) -> anyhow::Result<SseClient> {
-    let stream = target::connect(ctx.addr, ctx.source(i))
+async fn open(
+    ctx: &Ctx,
+    i: usize,
+    node: &Node,
+    user: &str,
+    cursor: Option<&str>,
+) -> anyhow::Result<SseClient> {
+    let stream = target::connect(node.addr, ctx.source(i))
         .await
         .context("connect")?;
     let mut conn = HttpConn::new(stream);
-    let path = ctx.target.path_for(user, ctx.cursor_arg(cursor));
+    let path = node.target.path_for(user, ctx.cursor_arg(cursor));
     let request = http::request(
         "GET",
         &path,
-        &ctx.target.host_header(),
+        &node.target.host_header(),
         &[("Accept", "text/event-stream")],
         b"",
     );

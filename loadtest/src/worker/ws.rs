@@ -27,11 +27,18 @@ type Ws = WebSocketStream<TcpStream>;
 pub struct WsClient(Ws);
 
 impl conn::Client for WsClient {
-    async fn open(ctx: &Ctx, i: usize, user: &str, cursor: Option<&str>) -> anyhow::Result<Self> {
-        let stream = target::connect(ctx.addr, ctx.source(i))
+    async fn open(
+        ctx: &Ctx,
+        i: usize,
+        node: usize,
+        user: &str,
+        cursor: Option<&str>,
+    ) -> anyhow::Result<Self> {
+        let node = &ctx.nodes[node];
+        let stream = target::connect(node.addr, ctx.source(i))
             .await
             .context("connect")?;
-        let url = ctx.target.url_for(user, ctx.cursor_arg(cursor));
+        let url = node.target.url_for(user, ctx.cursor_arg(cursor));
         let config = WebSocketConfig::default().read_buffer_size(READ_BUFFER_BYTES);
         let (ws, _) = tokio_tungstenite::client_async_with_config(url, stream, Some(config))
             .await

@@ -1,0 +1,377 @@
+#!/usr/bin/env bash
+# Several release pushgate nodes on one Redis (`[broker] kind = "redis"`),
+# measured with the load client: broadcast to 1 node against 5 nodes,
+# PUBLISH calls per push, a node killed with SIGKILL under a stream of
+# pushes, personal messages on 1 node against 3. Each step starts its own
+# fresh nodes under its own Redis key prefix, stops them by pid and
+# deletes its keys. Results in loadtest/results/cluster-<UTC time>/: per
+# step the load client's JSON and Markdown and the Redis counts, plus
+# summary.md, summary.json, commands.txt and about.txt (node logs are
+# *.log, not committed).
+#
+# Usage: loadtest/cluster.sh [STEP ...]   (default: every step, in this order)
+#   fanout-1        1 node:  CLUSTER_WS/5 WebSockets + CLUSTER_SSE/5 SSE + CLUSTER_POLL/5 long-polls
+#   fanout-5        5 nodes: CLUSTER_WS + CLUSTER_SSE + CLUSTER_POLL, connection k on node k mod 5
+#   fanout-5-small  5 nodes holding fanout-1's clients (the bus without the extra load)
+#   failover        5 nodes, FAILOVER_WS/_SSE/_POLL clients, broadcasts at FAILOVER_RATE/s,
+#                   node 5 killed with SIGKILL FAILOVER_KILL_AFTER s into the pushes
+#   personal-1      1 node:  PERSONAL_N users, PERSONAL_ROUNDS personal pushes each
+#   personal-3      3 nodes: the same users, connection k on node k mod 3
+#
+# Environment (no name starts with PUSHGATE_: pushgate reads every
+# PUSHGATE_* variable as configuration and refuses unknown ones):
+#   REDIS_HOST, REDIS_PORT       the Redis (default 127.0.0.1:6379)
+#   CLUSTER_WS=95000 CLUSTER_SSE=2000 CLUSTER_POLL=2000
+#   CLUSTER_MESSAGES=10 CLUSTER_RATE=0.5   broadcasts in the fanout steps
+#   FAILOVER_WS=5000 FAILOVER_SSE=500 FAILOVER_POLL=500
+#   FAILOVER_MESSAGES=100 FAILOVER_RATE=10 FAILOVER_KILL_AFTER=4
+#   PERSONAL_N=15000 PERSONAL_ROUNDS=10 PERSONAL_BATCH=100 PERSONAL_RATE=0 (0: back to back)
+#   CLUSTER_OUT                  results directory (default loadtest/results/cluster-<UTC time>)
+#   LOADTEST_PUSHGATE_BIN        a pushgate binary to run instead of building the working
+#                                tree's (for example one built from a clean `git archive HEAD`)
+#   LOADTEST_PUSHGATE_COMMIT     what that binary was built from, for about.txt
+#
+# Nothing on the machine is changed: if a kernel limit is too small for
+# the run, the script says which sysctl to set and exits.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+REDIS_HOST=${REDIS_HOST:-127.0.0.1}
+REDIS_PORT=${REDIS_PORT:-6379}
+CLUSTER_WS=${CLUSTER_WS:-95000}
+CLUSTER_SSE=${CLUSTER_SSE:-2000}
+CLUSTER_POLL=${CLUSTER_POLL:-2000}
+CLUSTER_MESSAGES=${CLUSTER_MESSAGES:-10}
+CLUSTER_RATE=${CLUSTER_RATE:-0.5}
+FAILOVER_WS=${FAILOVER_WS:-5000}
+FAILOVER_SSE=${FAILOVER_SSE:-500}
+FAILOVER_POLL=${FAILOVER_POLL:-500}
+FAILOVER_MESSAGES=${FAILOVER_MESSAGES:-100}
+FAILOVER_RATE=${FAILOVER_RATE:-10}
+FAILOVER_KILL_AFTER=${FAILOVER_KILL_AFTER:-4}
+PERSONAL_N=${PERSONAL_N:-15000}
+PERSONAL_ROUNDS=${PERSONAL_ROUNDS:-10}
+PERSONAL_BATCH=${PERSONAL_BATCH:-100}
+PERSONAL_RATE=${PERSONAL_RATE:-0}
+# Connections per loopback source address: well under the ephemeral port
+# range, so sockets left in TIME_WAIT by an earlier step do not run a
+# source out of ports.
+PER_SOURCE=12000
+# A node's connection limit: the process may open 20,000 files, and needs
+# some for itself (listener, Redis, epoll).
+NODE_MAX_CONNECTIONS=19850
+
+steps=("$@")
+(( ${#steps[@]} > 0 )) || steps=(fanout-1 fanout-5 fanout-5-small failover personal-1 personal-3)
+
+say() { echo "cluster: $*" >&2; }
+rcli() { redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" "$@"; }
+
+# --- preflight: tools, Redis, kernel limits --------------------------------
+
+largest=0
+for step in "${steps[@]}"; do
+    case "$step" in
+        fanout-5) n=$(( CLUSTER_WS + CLUSTER_SSE + CLUSTER_POLL )) ;;
+        fanout-1 | fanout-5-small) n=$(( (CLUSTER_WS + CLUSTER_SSE + CLUSTER_POLL) / 5 )) ;;
+        failover) n=$(( FAILOVER_WS + FAILOVER_SSE + FAILOVER_POLL )) ;;
+        personal-1 | personal-3) n=$PERSONAL_N ;;
+        *) say "unknown step $step"; exit 1 ;;
+    esac
+    if (( n > largest )); then largest=$n; fi
+done
+
+for tool in redis-cli jq; do
+    command -v "$tool" >/dev/null || { say "needs $tool"; exit 1; }
+done
+[[ $(rcli ping 2>/dev/null) == PONG ]] || { say "no Redis answers at $REDIS_HOST:$REDIS_PORT"; exit 1; }
+
+problems=()
+read -r port_lo port_hi < /proc/sys/net/ipv4/ip_local_port_range
+ports=$(( port_hi - port_lo + 1 ))
+(( ports > PER_SOURCE + 2000 )) ||
+    problems+=("net.ipv4.ip_local_port_range gives $ports ports per source address; set: sysctl -w net.ipv4.ip_local_port_range='15000 65000'")
+somaxconn=$(cat /proc/sys/net/core/somaxconn)
+(( somaxconn >= 1024 )) ||
+    problems+=("net.core.somaxconn is $somaxconn, under pushgate's listen backlog of 1024; set: sysctl -w net.core.somaxconn=4096")
+file_max=$(cat /proc/sys/fs/file-max)
+(( file_max >= 2 * largest + 100000 )) ||
+    problems+=("fs.file-max is $file_max; both ends of $largest loopback connections need more; set: sysctl -w fs.file-max=$(( 4 * largest + 200000 ))")
+if [[ -r /proc/sys/net/netfilter/nf_conntrack_max ]]; then
+    conntrack_max=$(cat /proc/sys/net/netfilter/nf_conntrack_max)
+    (( conntrack_max >= 2 * largest )) ||
+        problems+=("net.netfilter.nf_conntrack_max is $conntrack_max; set: sysctl -w net.netfilter.nf_conntrack_max=$(( 3 * largest ))")
+fi
+hard_files=$(ulimit -Hn)
+[[ $hard_files == unlimited ]] || (( hard_files >= NODE_MAX_CONNECTIONS + 100 )) ||
+    problems+=("the open files hard limit is $hard_files; a node needs $(( NODE_MAX_CONNECTIONS + 100 )) (ulimit -Hn, or lower NODE_MAX_CONNECTIONS in this script)")
+if (( ${#problems[@]} > 0 )); then
+    for p in "${problems[@]}"; do say "$p"; done
+    say "nothing was changed; set the above (as root) and run again"
+    exit 1
+fi
+ulimit -n "$hard_files"
+
+if [[ -n ${LOADTEST_PUSHGATE_BIN:-} ]]; then
+    pushgate_bin=$LOADTEST_PUSHGATE_BIN
+    built_from="${LOADTEST_PUSHGATE_COMMIT:-unknown} ($pushgate_bin)"
+else
+    cargo build --release --bin pushgate
+    pushgate_bin=target/release/pushgate
+    built_from="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- src 2>/dev/null || echo ' with uncommitted changes in src/')"
+fi
+[[ -x $pushgate_bin ]] || { say "no pushgate binary at $pushgate_bin"; exit 1; }
+cargo build --release -p loadtest
+
+stamp=$(date -u +%Y%m%dT%H%M%SZ)
+out=${CLUSTER_OUT:-loadtest/results/cluster-$stamp}
+mkdir -p "$out"
+tmp=$(mktemp -d /tmp/pushgate-cluster.XXXXXX)
+# Private copies: others may rebuild target/release meanwhile.
+cp "$pushgate_bin" "$tmp/pushgate"
+cp target/release/loadtest "$tmp/loadtest"
+key_root="loadtest-cluster-$stamp"
+
+# shellcheck source=loadtest/gateway-config.sh
+source loadtest/gateway-config.sh
+write_config "$tmp/base.toml" "$tmp/pushgate"
+
+{
+    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "pushgate built from: $built_from"
+    echo "loadtest built from: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- loadtest/src 2>/dev/null || echo ' with uncommitted changes in loadtest/src/')"
+    echo "machine: $(uname -sr), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
+    echo "redis: $(rcli info server | tr -d '\r' | awk -F: '/^redis_version/ {print $2}') at $REDIS_HOST:$REDIS_PORT, $(rcli config get client-output-buffer-limit | tr -d '\r' | tail -n1)"
+    echo "kernel: ip_local_port_range $port_lo-$port_hi, somaxconn $somaxconn, file-max $file_max, open files per process $hard_files"
+    echo "node config: load config of loadtest/gateway-config.sh, [session] max_connections = $NODE_MAX_CONNECTIONS, [broker] kind = \"redis\", key_prefix = $key_root-<step>"
+    echo "steps: ${steps[*]}"
+} >"$out/about.txt"
+
+# --- nodes -----------------------------------------------------------------
+
+node_pids=()
+node_addrs=()
+sub_pid=""
+prefix=""
+
+stop_nodes() {
+    local pid
+    for pid in "${node_pids[@]}"; do
+        kill -0 "$pid" 2>/dev/null || continue
+        kill -TERM "$pid" 2>/dev/null || true
+    done
+    for pid in "${node_pids[@]}"; do
+        for _ in $(seq 1 100); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    node_pids=()
+    node_addrs=()
+}
+
+drop_keys() {
+    local pattern=$1
+    local n
+    n=$(rcli --scan --pattern "$pattern" | wc -l)
+    rcli --scan --pattern "$pattern" | xargs -r -n 500 redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" DEL >/dev/null
+    say "deleted $n Redis keys matching $pattern"
+}
+
+cleanup() {
+    [[ -n $sub_pid ]] && kill "$sub_pid" 2>/dev/null || true
+    stop_nodes
+    drop_keys "$key_root-*"
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# start_nodes STEP K: K fresh nodes under key prefix <key_root>-STEP.
+start_nodes() {
+    local step=$1 k=$2 i addr pid
+    prefix="$key_root-$step"
+    cp "$tmp/base.toml" "$tmp/$step.toml"
+    sed -i "s/^max_connections = .*/max_connections = $NODE_MAX_CONNECTIONS/" "$tmp/$step.toml"
+    printf '\n[broker]\nkind = "redis"\nurl = "redis://%s:%s"\nkey_prefix = "%s"\n' \
+        "$REDIS_HOST" "$REDIS_PORT" "$prefix" >>"$tmp/$step.toml"
+    "$tmp/pushgate" check-config --config "$tmp/$step.toml" >/dev/null
+    for i in $(seq 1 "$k"); do
+        PUSHGATE_LOG=info "$tmp/pushgate" --config "$tmp/$step.toml" \
+            >"$out/$step.node$i.log" 2>&1 </dev/null &
+        pid=$!
+        node_pids+=("$pid")
+        addr=""
+        for _ in $(seq 1 100); do
+            addr=$(grep -a "serving" "$out/$step.node$i.log" 2>/dev/null | grep -ao '127\.0\.0\.1:[0-9]\+' | head -n1 || true)
+            [[ -n $addr ]] && break
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        [[ -n $addr ]] || { say "node $i of $step did not start (see $out/$step.node$i.log)"; exit 1; }
+        node_addrs+=("$addr")
+        say "$step: node $i pid $pid on $addr"
+    done
+    sleep 1 # settle before the baseline reading
+}
+
+# urls FORMAT [FIRST LAST]: FORMAT (with %s for the address) for nodes
+# FIRST..LAST (1-based, default all), comma-separated.
+urls() {
+    local format=$1 first=${2:-1} last=${3:-${#node_addrs[@]}} i list=()
+    for (( i = first; i <= last; i++ )); do
+        # shellcheck disable=SC2059
+        list+=("$(printf "$format" "${node_addrs[i - 1]}")")
+    done
+    (IFS=,; echo "${list[*]}")
+}
+
+pids() {
+    local first=${1:-1} last=${2:-${#node_pids[@]}}
+    (IFS=,; echo "${node_pids[*]:first-1:last-first+1}")
+}
+
+publish_calls() {
+    rcli info commandstats | tr -d '\r' | sed -n 's/^cmdstat_publish:calls=\([0-9]*\),.*/\1/p' | grep . || echo 0
+}
+
+# run NAME PUSHES TOTAL_CONNECTIONS LOADTEST_ARGS...: one load client run
+# against the running nodes, with PUBLISH counted around it (Redis-wide
+# from INFO commandstats, and on this step's channel by a subscriber).
+run() {
+    local name=$1 pushes=$2 total=$3
+    shift 3
+    local sources=$(( (total + PER_SOURCE - 1) / PER_SOURCE ))
+    local cmd=("$tmp/loadtest" "$@"
+        --sources "$sources" --per-worker 19000 --timeout-secs 600
+        --json "$out/$name.json" --markdown "$out/$name.md")
+    echo "$name: ${cmd[*]}" | sed "s|$tmp/loadtest|target/release/loadtest|" >>"$out/commands.txt"
+    redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" --csv subscribe "$prefix:bus" \
+        >"$out/$name.channel.log" 2>&1 &
+    sub_pid=$!
+    sleep 0.5
+    local calls_before load_before status=0
+    calls_before=$(publish_calls)
+    load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+    say "$name: ${cmd[*]}"
+    "${cmd[@]}" || status=$?
+    local calls_after load_after
+    calls_after=$(publish_calls)
+    load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+    sleep 0.5
+    kill "$sub_pid" 2>/dev/null || true
+    wait "$sub_pid" 2>/dev/null || true
+    sub_pid=""
+    local on_channel
+    on_channel=$(grep -c '^"message"' "$out/$name.channel.log" || true)
+    jq -n --arg name "$name" --argjson pushes "$pushes" --argjson status "$status" \
+        --argjson before "$calls_before" --argjson after "$calls_after" \
+        --argjson channel "$on_channel" --arg load_before "$load_before" --arg load_after "$load_after" \
+        --argjson nodes "${#node_pids[@]}" \
+        '{step: $name, nodes: $nodes, exit_status: $status, pushes: $pushes,
+          publish_calls_redis_wide: ($after - $before), messages_on_channel: $channel,
+          publishes_per_push: (if $pushes > 0 then ($channel / $pushes) else null end),
+          load_average_before: $load_before, load_average_after: $load_after}' \
+        >"$out/$name.redis.json"
+    echo "$name: load average $load_before -> $load_after, PUBLISH calls $((calls_after - calls_before)) (Redis-wide), $on_channel on $prefix:bus, $pushes pushes, exit $status" >>"$out/about.txt"
+    return "$status"
+}
+
+# --- steps -------------------------------------------------------------------
+
+fanout() {
+    local step=$1 k=$2 ws=$3 sse=$4 poll=$5 status=0
+    start_nodes "$step" "$k"
+    run "$step" "$CLUSTER_MESSAGES" $(( ws + sse + poll )) mixed \
+        --ws "$ws" --sse "$sse" --poll "$poll" -m "$CLUSTER_MESSAGES" -r "$CLUSTER_RATE" \
+        --ws-url "$(urls 'ws://%s/ws?uid={user}')" \
+        --sse-url "$(urls 'http://%s/sse?uid={user}')" \
+        --poll-url "$(urls 'http://%s/poll?uid={user}')" \
+        --push-url "$(urls 'http://%s/push')" \
+        --metrics-url "$(urls 'http://%s/metrics')" \
+        --pid "$(pids)" --connect-rate 5000 --check || status=$?
+    stop_nodes
+    drop_keys "$prefix:*"
+    return "$status"
+}
+
+failover() {
+    local status=0
+    start_nodes failover 5
+    # Pushes go to nodes 1-4 and only their CPU is read: node 5 is killed.
+    run failover "$(( FAILOVER_MESSAGES + 1 ))" $(( FAILOVER_WS + FAILOVER_SSE + FAILOVER_POLL )) failover \
+        --ws "$FAILOVER_WS" --sse "$FAILOVER_SSE" --poll "$FAILOVER_POLL" \
+        -m "$FAILOVER_MESSAGES" -r "$FAILOVER_RATE" \
+        --kill-pid "${node_pids[4]}" --kill-after-secs "$FAILOVER_KILL_AFTER" \
+        --ws-url "$(urls 'ws://%s/ws?uid={user}')" \
+        --sse-url "$(urls 'http://%s/sse?uid={user}')" \
+        --poll-url "$(urls 'http://%s/poll?uid={user}')" \
+        --push-url "$(urls 'http://%s/push' 1 4)" \
+        --metrics-url "$(urls 'http://%s/metrics')" \
+        --pid "$(pids 1 4)" --connect-rate 5000 --check || status=$?
+    stop_nodes
+    drop_keys "$prefix:*"
+    return "$status"
+}
+
+personal() {
+    local step=$1 k=$2 status=0
+    start_nodes "$step" "$k"
+    local pushes=$(( (PERSONAL_N + PERSONAL_BATCH - 1) / PERSONAL_BATCH * PERSONAL_ROUNDS ))
+    run "$step" "$pushes" "$PERSONAL_N" personal \
+        -n "$PERSONAL_N" -m "$PERSONAL_ROUNDS" --batch "$PERSONAL_BATCH" -r "$PERSONAL_RATE" \
+        --ws-url "$(urls 'ws://%s/ws?uid={user}')" \
+        --push-url "$(urls 'http://%s/push')" \
+        --pid "$(pids)" --check || status=$?
+    stop_nodes
+    drop_keys "$prefix:*"
+    return "$status"
+}
+
+failed=()
+for step in "${steps[@]}"; do
+    say "== $step (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+    case "$step" in
+        fanout-1) fanout fanout-1 1 $(( CLUSTER_WS / 5 )) $(( CLUSTER_SSE / 5 )) $(( CLUSTER_POLL / 5 )) || failed+=("$step") ;;
+        fanout-5) fanout fanout-5 5 "$CLUSTER_WS" "$CLUSTER_SSE" "$CLUSTER_POLL" || failed+=("$step") ;;
+        fanout-5-small) fanout fanout-5-small 5 $(( CLUSTER_WS / 5 )) $(( CLUSTER_SSE / 5 )) $(( CLUSTER_POLL / 5 )) || failed+=("$step") ;;
+        failover) failover || failed+=("$step") ;;
+        personal-1) personal personal-1 1 || failed+=("$step") ;;
+        personal-3) personal personal-3 3 || failed+=("$step") ;;
+    esac
+    # A failed run leaves its nodes up: stop them before the next step.
+    stop_nodes
+done
+
+# --- summary -----------------------------------------------------------------
+
+summary_steps=()
+for step in "${steps[@]}"; do
+    [[ -s $out/$step.json && -s $out/$step.redis.json ]] && summary_steps+=("$step")
+done
+if (( ${#summary_steps[@]} > 0 )); then
+    args=()
+    for step in "${summary_steps[@]}"; do args+=("$out/$step.json" "$out/$step.redis.json"); done
+    jq -s '[range(0; length; 2) as $i | {step: .[$i + 1].step} + .[$i + 1] + {results: .[$i].results, params: .[$i].params}]' \
+        "${args[@]}" >"$out/summary.json"
+    {
+        echo "| step | nodes | clients | pushes | delivered | lost | dup | time to last p50 / max | latency p50 / p99 | server CPU per delivery | push round trip p50 | PUBLISH per push | exit |"
+        echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+        jq -r '.[] | [.step, .nodes, .results.connections_opened, .pushes, .results.delivered,
+            .results.lost, .results.duplicates,
+            "\(.results.time_to_last.p50_ms) / \(.results.time_to_last.max_ms) ms",
+            "\(.results.latency.p50_ms) / \(.results.latency.p99_ms) ms",
+            "\(.results.cpu_per_delivery_us // "-") µs",
+            "\(.results.push_rtt.p50_ms) ms",
+            .publishes_per_push, .exit_status] | map(tostring) | "| " + join(" | ") + " |"' \
+            "$out/summary.json"
+    } >"$out/summary.md"
+    cat "$out/summary.md"
+fi
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/about.txt"
+say "results in $out"
+if (( ${#failed[@]} > 0 )); then
+    say "FAILED: ${failed[*]}"
+    exit 1
+fi
