@@ -15,8 +15,10 @@
 #   fanout-5-small  5 nodes holding fanout-1's clients (the bus without the extra load)
 #   failover        5 nodes, FAILOVER_WS/_SSE/_POLL clients, broadcasts at FAILOVER_RATE/s,
 #                   node 5 killed with SIGKILL FAILOVER_KILL_AFTER s into the pushes
-#   personal-1      1 node:  PERSONAL_N users, PERSONAL_ROUNDS personal pushes each
+#   personal-1      1 node:  PERSONAL_N users, PERSONAL_ROUNDS personal pushes each, back to back
 #   personal-3      3 nodes: the same users, connection k on node k mod 3
+#   personal-1-paced, personal-3-paced   the same at PERSONAL_PACED_RATE pushes/s (latency
+#                   below saturation)
 #
 # Environment (no name starts with PUSHGATE_: pushgate reads every
 # PUSHGATE_* variable as configuration and refuses unknown ones):
@@ -25,7 +27,7 @@
 #   CLUSTER_MESSAGES=10 CLUSTER_RATE=0.5   broadcasts in the fanout steps
 #   FAILOVER_WS=5000 FAILOVER_SSE=500 FAILOVER_POLL=500
 #   FAILOVER_MESSAGES=100 FAILOVER_RATE=10 FAILOVER_KILL_AFTER=4
-#   PERSONAL_N=15000 PERSONAL_ROUNDS=10 PERSONAL_BATCH=100 PERSONAL_RATE=0 (0: back to back)
+#   PERSONAL_N=15000 PERSONAL_ROUNDS=10 PERSONAL_BATCH=100 PERSONAL_PACED_RATE=100
 #   CLUSTER_OUT                  results directory (default loadtest/results/cluster-<UTC time>)
 #   LOADTEST_PUSHGATE_BIN        a pushgate binary to run instead of building the working
 #                                tree's (for example one built from a clean `git archive HEAD`)
@@ -52,7 +54,7 @@ FAILOVER_KILL_AFTER=${FAILOVER_KILL_AFTER:-4}
 PERSONAL_N=${PERSONAL_N:-15000}
 PERSONAL_ROUNDS=${PERSONAL_ROUNDS:-10}
 PERSONAL_BATCH=${PERSONAL_BATCH:-100}
-PERSONAL_RATE=${PERSONAL_RATE:-0}
+PERSONAL_PACED_RATE=${PERSONAL_PACED_RATE:-100}
 # Connections per loopback source address: well under the ephemeral port
 # range, so sockets left in TIME_WAIT by an earlier step do not run a
 # source out of ports.
@@ -62,7 +64,8 @@ PER_SOURCE=12000
 NODE_MAX_CONNECTIONS=19850
 
 steps=("$@")
-(( ${#steps[@]} > 0 )) || steps=(fanout-1 fanout-5 fanout-5-small failover personal-1 personal-3)
+(( ${#steps[@]} > 0 )) || steps=(fanout-1 fanout-5 fanout-5-small failover
+    personal-1 personal-3 personal-1-paced personal-3-paced)
 
 say() { echo "cluster: $*" >&2; }
 rcli() { redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" "$@"; }
@@ -75,7 +78,7 @@ for step in "${steps[@]}"; do
         fanout-5) n=$(( CLUSTER_WS + CLUSTER_SSE + CLUSTER_POLL )) ;;
         fanout-1 | fanout-5-small) n=$(( (CLUSTER_WS + CLUSTER_SSE + CLUSTER_POLL) / 5 )) ;;
         failover) n=$(( FAILOVER_WS + FAILOVER_SSE + FAILOVER_POLL )) ;;
-        personal-1 | personal-3) n=$PERSONAL_N ;;
+        personal-*) n=$PERSONAL_N ;;
         *) say "unknown step $step"; exit 1 ;;
     esac
     if (( n > largest )); then largest=$n; fi
@@ -316,11 +319,11 @@ failover() {
 }
 
 personal() {
-    local step=$1 k=$2 status=0
+    local step=$1 k=$2 rate=$3 status=0
     start_nodes "$step" "$k"
     local pushes=$(( (PERSONAL_N + PERSONAL_BATCH - 1) / PERSONAL_BATCH * PERSONAL_ROUNDS ))
     run "$step" "$pushes" "$PERSONAL_N" personal \
-        -n "$PERSONAL_N" -m "$PERSONAL_ROUNDS" --batch "$PERSONAL_BATCH" -r "$PERSONAL_RATE" \
+        -n "$PERSONAL_N" -m "$PERSONAL_ROUNDS" --batch "$PERSONAL_BATCH" -r "$rate" \
         --ws-url "$(urls 'ws://%s/ws?uid={user}')" \
         --push-url "$(urls 'http://%s/push')" \
         --pid "$(pids)" --check || status=$?
@@ -337,8 +340,10 @@ for step in "${steps[@]}"; do
         fanout-5) fanout fanout-5 5 "$CLUSTER_WS" "$CLUSTER_SSE" "$CLUSTER_POLL" || failed+=("$step") ;;
         fanout-5-small) fanout fanout-5-small 5 $(( CLUSTER_WS / 5 )) $(( CLUSTER_SSE / 5 )) $(( CLUSTER_POLL / 5 )) || failed+=("$step") ;;
         failover) failover || failed+=("$step") ;;
-        personal-1) personal personal-1 1 || failed+=("$step") ;;
-        personal-3) personal personal-3 3 || failed+=("$step") ;;
+        personal-1) personal personal-1 1 0 || failed+=("$step") ;;
+        personal-3) personal personal-3 3 0 || failed+=("$step") ;;
+        personal-1-paced) personal personal-1-paced 1 "$PERSONAL_PACED_RATE" || failed+=("$step") ;;
+        personal-3-paced) personal personal-3-paced 3 "$PERSONAL_PACED_RATE" || failed+=("$step") ;;
     esac
     # A failed run leaves its nodes up: stop them before the next step.
     stop_nodes
@@ -356,12 +361,14 @@ if (( ${#summary_steps[@]} > 0 )); then
     jq -s '[range(0; length; 2) as $i | {step: .[$i + 1].step} + .[$i + 1] + {results: .[$i].results, params: .[$i].params}]' \
         "${args[@]}" >"$out/summary.json"
     {
-        echo "| step | nodes | clients | pushes | delivered | lost | dup | time to last p50 / max | latency p50 / p99 | server CPU per delivery | push round trip p50 | PUBLISH per push | exit |"
-        echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-        jq -r '.[] | [.step, .nodes, .results.connections_opened, .pushes, .results.delivered,
+        echo "| step | nodes | clients | pushes | pushing took | delivered | lost | dup | time to last p50 / max | latency p50 / p99 | server CPU while pushing | server CPU per delivery | push round trip p50 | PUBLISH per push | exit |"
+        echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+        jq -r '.[] | [.step, .nodes, .results.connections_opened, .pushes,
+            "\(.results.push_secs) s", .results.delivered,
             .results.lost, .results.duplicates,
             "\(.results.time_to_last.p50_ms) / \(.results.time_to_last.max_ms) ms",
             "\(.results.latency.p50_ms) / \(.results.latency.p99_ms) ms",
+            "\(.results.server_cpu_ms // "-") ms",
             "\(.results.cpu_per_delivery_us // "-") µs",
             "\(.results.push_rtt.p50_ms) ms",
             .publishes_per_push, .exit_status] | map(tostring) | "| " + join(" | ") + " |"' \

@@ -28,7 +28,15 @@ should not rate-limit pushes (PUSHGATE_LIMITS_PUSH_RATE_PER_SEC=0) nor
 connections per client address (every client here is 127.0.0.x). See
 loadtest/run-smoke.sh and loadtest/measure.sh for a complete setup.
 Past 25,000 connections, clients bind to 127.0.0.1..127.0.0.K in turn
-(loopback targets only). Every run is bounded by --timeout-secs.";
+(loopback targets only). Every run is bounded by --timeout-secs.
+
+Several gateway nodes (pushgate with [broker] kind = \"redis\"): give
+--ws-url, --sse-url, --poll-url, --push-url, --pid and --metrics-url as
+comma-separated lists, one entry per node. Connection k goes to node
+k mod nodes, push j to push URL j mod their number, server memory and
+CPU are summed over the pids. `failover` kills one node mid-run and
+checks that its clients resume on the others. loadtest/cluster.sh runs
+a cluster on one Redis end to end.";
 
 /// The command line.
 #[derive(Debug, Parser)]
