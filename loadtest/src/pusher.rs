@@ -19,6 +19,12 @@ use crate::target::{self, Target};
 
 /// Longest one push may take (request written to answer read).
 const PUSH_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default [`Pusher::max_idle_reuse`]: a keep-alive connection idle
+/// longer than this is replaced by a new one before the next push. Servers close idle keep-alive connections (pushgate
+/// after its 10 s header timeout, nginx after 75 s), and a push written
+/// into a connection the server is closing fails without an answer; at a
+/// slow push rate each connection idles for several seconds between pushes.
+pub const MAX_IDLE_REUSE: Duration = Duration::from_secs(1);
 
 /// Where and how to push.
 #[derive(Debug, Clone)]
@@ -35,6 +41,9 @@ pub struct Pusher {
     pub conns: usize,
     /// Bytes of padding in each payload.
     pub payload_bytes: usize,
+    /// A connection idle longer than this is replaced before the next push
+    /// ([`MAX_IDLE_REUSE`]).
+    pub max_idle_reuse: Duration,
 }
 
 /// One push to make.
@@ -107,7 +116,7 @@ impl Pusher {
         rate: f64,
         bar: ProgressBar,
     ) -> anyhow::Result<Vec<Record>> {
-        let mut conns: Vec<Option<HttpConn>> = addrs.iter().map(|_| None).collect();
+        let mut conns: Vec<Option<(HttpConn, Instant)>> = addrs.iter().map(|_| None).collect();
         let mut records = Vec::new();
         loop {
             let next = queue
@@ -122,16 +131,23 @@ impl Pusher {
             let node = index % addrs.len();
             let target = &self.targets[node];
             let conn = &mut conns[node];
+            if conn
+                .as_ref()
+                .is_some_and(|(_, used)| used.elapsed() > self.max_idle_reuse)
+            {
+                *conn = None;
+            }
             if conn.is_none() {
                 *conn = target::connect(addrs[node], None)
                     .await
                     .ok()
-                    .map(HttpConn::new);
+                    .map(|c| (HttpConn::new(c), Instant::now()));
             }
             let record = match conn {
-                Some(c) => {
+                Some((c, used)) => {
                     match tokio::time::timeout(PUSH_TIMEOUT, self.push(target, c, &job)).await {
                         Ok(Ok((record, keep_alive))) => {
+                            *used = Instant::now();
                             if !keep_alive {
                                 *conn = None;
                             }
@@ -232,6 +248,7 @@ mod tests {
             body: r#"{"to":{to},"data":{data}}"#.into(),
             conns: 1,
             payload_bytes: 3,
+            max_idle_reuse: MAX_IDLE_REUSE,
         };
         let broadcast = pusher.body_for(&Job { seq: 7, to: None }, 42);
         assert_eq!(
@@ -276,8 +293,10 @@ mod tests {
     }
 
     /// A server on 127.0.0.1:0 that answers every request with 202 and
-    /// counts the bodies it got, by the `seq` in them.
-    async fn counting_server() -> (Target, Arc<Mutex<Vec<u64>>>) {
+    /// counts the bodies it got, by the `seq` in them. With `one_shot`, it
+    /// closes each connection after its first answer without saying so (as
+    /// a server closing an idle keep-alive connection does).
+    async fn counting_server(one_shot: bool) -> (Target, Arc<Mutex<Vec<u64>>>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -292,7 +311,7 @@ mod tests {
                         let seq = seq.split(',').next().unwrap().parse().unwrap();
                         log.lock().unwrap().push(seq);
                         let answer = b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n";
-                        if conn.send(answer).await.is_err() {
+                        if conn.send(answer).await.is_err() || one_shot {
                             break;
                         }
                     }
@@ -305,14 +324,15 @@ mod tests {
 
     #[tokio::test]
     async fn pushes_go_round_robin_over_the_nodes() {
-        let (a, seen_a) = counting_server().await;
-        let (b, seen_b) = counting_server().await;
+        let (a, seen_a) = counting_server(false).await;
+        let (b, seen_b) = counting_server(false).await;
         let pusher = Pusher {
             targets: vec![a, b],
             api_key: "k".into(),
             body: r#"{"to":{to},"data":{data}}"#.into(),
             conns: 3,
             payload_bytes: 0,
+            max_idle_reuse: MAX_IDLE_REUSE,
         };
         let jobs = (1..=10).map(|seq| Job { seq, to: None }).collect();
         let records = pusher.run(jobs, 0.0, &ProgressBar::hidden()).await.unwrap();
@@ -324,5 +344,30 @@ mod tests {
         // Job j (from 0) goes to node j mod 2: seq 1, 3, 5, ... to the first.
         assert_eq!(a, vec![1, 3, 5, 7, 9]);
         assert_eq!(b, vec![2, 4, 6, 8, 10]);
+    }
+
+    #[tokio::test]
+    async fn an_idle_connection_is_replaced_before_the_next_push() {
+        let (target, seen) = counting_server(true).await;
+        let mut pusher = Pusher {
+            targets: vec![target],
+            api_key: String::new(),
+            body: r#"{"to":{to},"data":{data}}"#.into(),
+            conns: 1,
+            payload_bytes: 0,
+            // Every connection counts as idle too long: each push opens
+            // its own, and the server's silent close costs nothing.
+            max_idle_reuse: Duration::ZERO,
+        };
+        let jobs: Vec<Job> = (1..=3).map(|seq| Job { seq, to: None }).collect();
+        let records = pusher.run(jobs.clone(), 0.0, &ProgressBar::hidden()).await;
+        assert!(records.unwrap().iter().all(|r| r.status == 202));
+        assert_eq!(seen.lock().unwrap().len(), 3);
+        // Reusing the closed connection instead loses the push written into
+        // it (the next one opens a new connection): what the limit is for.
+        pusher.max_idle_reuse = Duration::from_secs(3600);
+        let records = pusher.run(jobs, 0.0, &ProgressBar::hidden()).await.unwrap();
+        let statuses: Vec<u16> = records.iter().map(|r| r.status).collect();
+        assert_eq!(statuses, [202, 0, 202]);
     }
 }

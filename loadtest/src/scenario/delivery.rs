@@ -368,6 +368,18 @@ async fn execute(d: Delivery<'_>) -> anyhow::Result<Finished> {
                 lost,
                 "",
             );
+            let duplicates: u64 = pushed
+                .outcomes
+                .iter()
+                .filter(|(k, _)| *k == kind)
+                .map(|(_, o)| o.duplicates)
+                .sum();
+            report.metric(
+                &format!("duplicates_{}", kind.as_str()),
+                &format!("{} duplicated", kind.as_str()),
+                duplicates,
+                "",
+            );
         }
     }
     if let Some(cpu) = pushed.cpu_us {
@@ -417,6 +429,7 @@ async fn push_and_collect(d: &Delivery<'_>, fleet: &mut Fleet) -> anyhow::Result
         body: common.push_body.clone(),
         conns: d.push.push_conns,
         payload_bytes: d.push.payload_bytes,
+        max_idle_reuse: crate::pusher::MAX_IDLE_REUSE,
     };
     let settle = Duration::from_secs(d.push.settle_secs);
     let warm_got = if d.warmup {
