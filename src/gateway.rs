@@ -41,6 +41,9 @@ pub enum StartError {
     /// The broker could not be reached at start.
     #[error("broker: {0}")]
     Bus(#[from] BusError),
+    /// A thread of the gateway's own (the fan-out) could not be started.
+    #[error("cannot start a thread: {0}")]
+    Thread(std::io::Error),
 }
 
 /// What every gateway is built from, whichever its broker.
@@ -69,14 +72,16 @@ impl Parts {
         }
     }
 
-    fn memory_bus(&self, config: &Config) -> Arc<dyn Bus> {
-        Arc::new(MemoryBus::new(
+    fn memory_bus(&self, config: &Config) -> Result<Arc<dyn Bus>, StartError> {
+        let bus = MemoryBus::new(
             Arc::clone(&self.registry),
             self.counters.clone(),
             *self.timer.clock(),
             config.history.size,
             config.history.ttl().as_millis() as u64,
-        ))
+        )
+        .map_err(StartError::Thread)?;
+        Ok(Arc::new(bus))
     }
 }
 
@@ -112,7 +117,7 @@ impl Gateway {
             return Err(StartError::Broker(config.broker.kind));
         }
         let parts = Parts::new(&config);
-        let bus = parts.memory_bus(&config);
+        let bus = parts.memory_bus(&config)?;
         Self::assemble(config, parts, bus)
     }
 
@@ -121,7 +126,7 @@ impl Gateway {
     pub async fn connect(config: Config) -> Result<Arc<Self>, StartError> {
         let parts = Parts::new(&config);
         let bus: Arc<dyn Bus> = match config.broker.kind {
-            BrokerKind::Memory => parts.memory_bus(&config),
+            BrokerKind::Memory => parts.memory_bus(&config)?,
             BrokerKind::Redis => Arc::new(
                 RedisBus::connect(
                     &config.broker,

@@ -199,16 +199,20 @@ impl Drop for PeerPermit {
 #[derive(Debug)]
 pub struct PeerStream<S> {
     inner: S,
-    _permit: PeerPermit,
+    permit: PeerPermit,
 }
 
 impl<S> PeerStream<S> {
     /// Ties `permit` to `inner`.
     pub fn new(inner: S, permit: PeerPermit) -> Self {
-        Self {
-            inner,
-            _permit: permit,
-        }
+        Self { inner, permit }
+    }
+
+    /// The socket and its permit apart, for a holder that keeps both for
+    /// as long as the socket lives (a WebSocket sharing its socket with the
+    /// fan-out).
+    pub fn into_parts(self) -> (S, PeerPermit) {
+        (self.inner, self.permit)
     }
 
     /// The socket.

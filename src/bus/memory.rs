@@ -1,10 +1,13 @@
 //! The in-process bus: one gateway, no broker, history in memory.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures_util::future::BoxFuture;
 use parking_lot::Mutex;
+use tokio::sync::oneshot;
 
+use super::fanout::Fanout;
 use super::{Bus, BusError, Open, Opened, Publish, Published};
 use crate::api::push::PushTarget;
 use crate::history::{Cursor, Dedupe, History};
@@ -23,56 +26,70 @@ struct State {
 
 /// Delivers pushes to this process's connections.
 ///
-/// Numbering, recording and fan-out happen under one lock, and so do
-/// resumes and releases: every connection receives messages in sequence
-/// order, and a client's cursor covers everything before it.
+/// Numbering, recording and resumes happen under one lock; delivery
+/// happens on the fan-out thread, in sequence order, after the lock is let
+/// go (a connection opened meanwhile skips what its resume already holds,
+/// by its floor). Every connection receives messages in sequence order,
+/// and a client's cursor covers everything before it.
 #[derive(Debug)]
 pub struct MemoryBus {
     epoch: u64,
     state: Mutex<State>,
     registry: Arc<Registry>,
+    fanout: Fanout,
+    /// The last sequence number delivered to every connection it was for.
+    delivered: Arc<AtomicU64>,
     counters: Counters,
     clock: Clock,
 }
+
+/// Completes once a published message reached every connection it was for.
+pub type Delivery = oneshot::Receiver<()>;
 
 impl MemoryBus {
     /// A bus over `registry` keeping `history_size` messages per stream for
     /// `ttl_ms` (also the idempotency window). Its epoch is random: memory
     /// history does not survive a restart, so older cursors must not match.
+    /// Fails only if the fan-out thread cannot be started.
     pub fn new(
         registry: Arc<Registry>,
         counters: Counters,
         clock: Clock,
         history_size: usize,
         ttl_ms: u64,
-    ) -> Self {
-        Self {
+    ) -> std::io::Result<Self> {
+        Ok(Self {
             epoch: rand::random(),
             state: Mutex::new(State {
                 last_seq: 0,
                 history: History::new(history_size, ttl_ms),
                 dedupe: Dedupe::new(ttl_ms),
             }),
+            fanout: Fanout::start(Arc::clone(&registry))?,
             registry,
+            delivered: Arc::new(AtomicU64::new(0)),
             counters,
             clock,
-        }
+        })
     }
 
     fn now_ms(&self) -> u64 {
         self.clock.millis_at(tokio::time::Instant::now())
     }
 
-    fn publish_now(&self, message: Publish) -> Published {
+    /// Numbers and records `message` and hands it to the fan-out thread;
+    /// the delivery completes later (`None` for a duplicate).
+    fn publish_now(&self, message: Publish) -> (Published, Option<Delivery>) {
         let now_ms = self.now_ms();
         let mut state = self.state.lock();
         if message.idempotent
             && let Some(first) = state.dedupe.get(&message.id, now_ms)
         {
-            return Published {
+            let duplicate = Published {
                 duplicate: true,
                 ..first
             };
+            return (duplicate, None);
         }
         state.last_seq += 1;
         let cursor = Cursor::new(self.epoch, state.last_seq);
@@ -92,7 +109,6 @@ impl MemoryBus {
                 state
                     .history
                     .append_broadcast(cursor.seq, now_ms, frame.clone());
-                self.registry.broadcast(&frame);
                 self.counters.published_broadcast.increment(1);
                 0
             }
@@ -100,7 +116,6 @@ impl MemoryBus {
                 state
                     .history
                     .append_personal(cursor.seq, now_ms, users, &frame);
-                self.registry.send_to(users, &frame);
                 self.counters.published_user.increment(1);
                 users.len()
             }
@@ -116,7 +131,17 @@ impl MemoryBus {
                 .dedupe
                 .insert(published.id.clone(), now_ms, published.clone());
         }
-        published
+        // Handed over under the lock, so the fan-out thread gets messages
+        // in sequence order.
+        let (done, delivery) = oneshot::channel();
+        let delivered = Arc::clone(&self.delivered);
+        let seq = cursor.seq;
+        let then = Box::new(move || {
+            delivered.store(seq, Ordering::Release);
+            let _ = done.send(());
+        });
+        self.fanout.deliver(frame, message.target, Some(then));
+        (published, Some(delivery))
     }
 
     /// The `recover` frame and missed messages for `user` after `cursor`,
@@ -145,10 +170,16 @@ impl MemoryBus {
         let attached =
             self.registry
                 .attach(open.user, open.transport, open.expires_at, open.now_ms)?;
+        // Everything numbered so far is in the resume (or, without a
+        // cursor, before this connection's time): the fan-out thread may
+        // still be delivering some of it, and this connection skips it.
+        let conn = &attached.conn;
+        conn.set_floor(state.last_seq);
         if let Some((frames, _)) = resume
             && open.transport != Transport::Poll
         {
-            attached.conn.outbound.push_resume(frames, 0);
+            // Drops live copies the fan-out queued before the floor was set.
+            conn.outbound.push_resume(frames, state.last_seq);
         }
         drop(state);
         Ok(Opened::Attached(attached))
@@ -157,8 +188,15 @@ impl MemoryBus {
 
 impl Bus for MemoryBus {
     fn publish(&self, message: Publish) -> BoxFuture<'_, Result<Published, BusError>> {
-        let published = self.publish_now(message);
-        Box::pin(async move { Ok(published) })
+        let (published, delivery) = self.publish_now(message);
+        Box::pin(async move {
+            // Answer the push once its message is out, as a push that
+            // delivered inline would: concurrent pushers wait their turn.
+            if let Some(delivery) = delivery {
+                let _ = delivery.await;
+            }
+            Ok(published)
+        })
     }
 
     fn open(&self, open: Open) -> BoxFuture<'_, Result<Opened, AtCapacity>> {
@@ -167,9 +205,11 @@ impl Bus for MemoryBus {
     }
 
     fn release(&self, conn: &Conn) -> Cursor {
-        let state = self.state.lock();
         self.registry.detach(conn);
-        Cursor::new(self.epoch, state.last_seq)
+        // Everything up to here was queued on the connection before it
+        // was detached; a message being delivered right now may or may not
+        // have been, and is in history after this position either way.
+        self.position()
     }
 
     fn detach(&self, conn: &Conn) {
@@ -187,7 +227,7 @@ impl Bus for MemoryBus {
     }
 
     fn position(&self) -> Cursor {
-        Cursor::new(self.epoch, self.state.lock().last_seq)
+        Cursor::new(self.epoch, self.delivered.load(Ordering::Acquire))
     }
 
     fn presence(&self, user: &UserId) -> BoxFuture<'_, Result<usize, BusError>> {
@@ -222,16 +262,22 @@ mod tests {
             tokio::time::Instant::now(),
             std::time::Duration::from_millis(100),
         );
-        MemoryBus::new(registry, counters, clock, history_size, 60_000)
+        MemoryBus::new(registry, counters, clock, history_size, 60_000).expect("fan-out thread")
     }
 
+    /// Publishes broadcast `n` and waits until it is delivered.
     fn broadcast(bus: &MemoryBus, n: u64) -> Published {
-        bus.publish_now(Publish {
+        let (published, delivery) = bus.publish_now(Publish {
             id: format!("m{n}"),
             idempotent: false,
             target: PushTarget::Broadcast,
             data: RawValue::from_string(n.to_string()).expect("json"),
-        })
+        });
+        delivery
+            .expect("not a duplicate")
+            .blocking_recv()
+            .expect("delivered");
+        published
     }
 
     fn open(bus: &MemoryBus, user: &str, cursor: Option<Cursor>) -> Arc<Conn> {

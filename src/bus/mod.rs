@@ -4,6 +4,7 @@
 //! The memory bus (the default) serves one process; a Redis bus lets many
 //! share users. The rest of the gateway sees only [`Bus`].
 
+pub mod fanout;
 pub mod memory;
 pub mod redis;
 

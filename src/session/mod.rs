@@ -8,6 +8,6 @@ pub mod registry;
 pub mod user_id;
 
 pub use conn::{Conn, ConnId, Transport};
-pub use outbound::{Outbound, Outgoing, Pushed};
+pub use outbound::{DirectWrite, Outbound, Outgoing, Pushed};
 pub use registry::{AtCapacity, Attached, Registry, Session, User};
 pub use user_id::{BadUserId, UserId};

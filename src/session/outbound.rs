@@ -6,13 +6,27 @@
 //! A queue that passes its limit means a consumer that cannot keep up: it
 //! is cleared and closed with reason `slow`, so it never holds back the
 //! others nor grows without bound.
+//!
+//! A WebSocket on plain TCP also hands its socket to the queue
+//! ([`Outbound::set_direct`]): while nothing is queued and the task is not
+//! writing, a producer writes the frame to the socket itself, and the task
+//! is not woken at all. That is the common case of a broadcast, and it
+//! costs one `send` per recipient. Whatever does not fit in the socket's
+//! buffer is queued, and from then on everything goes through the task
+//! until it has written the queue out, so the order on the wire is the
+//! order of the pushes.
 
 use std::collections::VecDeque;
+use std::io;
+use std::sync::Arc;
 
-use crate::transport::frame::{CloseReason, Frame};
+use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
+
+use crate::transport::frame::{CloseReason, Frame};
+use crate::transport::ws_codec;
 
 /// One thing for a connection's task to write.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,6 +41,9 @@ pub enum Outgoing {
     /// Come back later: this `reconnect` frame, then close (1001 on a
     /// WebSocket). Built once for every connection it is sent to.
     Reconnect(Frame),
+    /// Bytes already framed for the socket: the rest of a frame a producer
+    /// wrote in part, or the protocol's own answer (a WebSocket pong).
+    Raw(Bytes),
 }
 
 /// What became of a push.
@@ -34,10 +51,19 @@ pub enum Outgoing {
 pub enum Pushed {
     /// Queued for the connection's task.
     Queued,
+    /// Written to the socket by the producer (see [`Outbound::set_direct`]).
+    Written,
     /// The queue passed its limit: it was cleared and a `slow` close queued.
     Overflowed,
     /// The connection is already closing; the frame was dropped.
     Closing,
+}
+
+/// A socket producers may write to without waking the connection's task.
+pub trait DirectWrite: Send + Sync + std::fmt::Debug {
+    /// Writes what fits of `bytes` now, without waiting: the count written,
+    /// or an error (`WouldBlock` when nothing fits).
+    fn try_write(&self, bytes: &[u8]) -> io::Result<usize>;
 }
 
 #[derive(Debug, Default)]
@@ -46,6 +72,38 @@ struct State {
     frames: usize,
     /// When the end was queued (overflow or `push_end`).
     closing_since: Option<Instant>,
+    /// The WebSocket's socket, while its task runs.
+    direct: Option<Arc<dyn DirectWrite>>,
+    /// The task took items it may not have written yet: producers must
+    /// queue behind them.
+    writing: bool,
+}
+
+/// How a direct write went.
+enum Direct {
+    /// All of it is on the socket.
+    Written,
+    /// This much of it is left for the task.
+    Rest(Bytes),
+}
+
+impl State {
+    /// Writes `bytes` to the socket if the socket is free: nothing queued,
+    /// nothing being written. `None` when it must be queued instead
+    /// (no direct socket, busy, or the socket's buffer is full).
+    fn try_direct(&self, bytes: &Bytes) -> Option<Direct> {
+        let socket = self.direct.as_ref()?;
+        if self.writing || !self.items.is_empty() {
+            return None;
+        }
+        match socket.try_write(bytes) {
+            Ok(n) if n == bytes.len() => Some(Direct::Written),
+            Ok(n) => Some(Direct::Rest(bytes.slice(n..))),
+            // WouldBlock: the task waits for room. Another error: the
+            // task meets it on its own write or read and ends.
+            Err(_) => None,
+        }
+    }
 }
 
 /// A bounded queue of frames plus the wake-up for the task that drains it.
@@ -81,11 +139,41 @@ impl Outbound {
             self.ready.notify_one();
             return Pushed::Overflowed;
         }
-        state.items.push_back(Outgoing::Frame(frame.clone()));
+        let item = match state.try_direct(frame.ws()) {
+            Some(Direct::Written) => return Pushed::Written,
+            Some(Direct::Rest(rest)) => Outgoing::Raw(rest),
+            None => Outgoing::Frame(frame.clone()),
+        };
+        state.items.push_back(item);
         state.frames += 1;
         drop(state);
         self.ready.notify_one();
         Pushed::Queued
+    }
+
+    /// Lets producers write WebSocket frames straight to `socket` while the
+    /// queue is empty and the task idle. Set it only once anything the
+    /// connection must receive first (its resume) is queued.
+    pub fn set_direct(&self, socket: Arc<dyn DirectWrite>) {
+        self.state.lock().direct = Some(socket);
+    }
+
+    /// Forgets the direct socket (the task is ending: the socket must close
+    /// with it, not when the last producer lets go of the connection).
+    pub fn clear_direct(&self) {
+        self.state.lock().direct = None;
+    }
+
+    /// Queues bytes already framed for the socket (a protocol reply), after
+    /// what is queued. Dropped when the connection is closing.
+    pub fn push_raw(&self, bytes: Bytes) {
+        let mut state = self.state.lock();
+        if state.closing_since.is_some() {
+            return;
+        }
+        state.items.push_back(Outgoing::Raw(bytes));
+        drop(state);
+        self.ready.notify_one();
     }
 
     /// Queues a resume (a `recover` frame and missed messages) ahead of
@@ -116,11 +204,17 @@ impl Outbound {
         // One pending ping is enough; more would only grow the queue of a
         // client that is not reading.
         let pending = matches!(state.items.back(), Some(Outgoing::Ping));
-        if state.closing_since.is_none() && !pending {
-            state.items.push_back(Outgoing::Ping);
-            drop(state);
-            self.ready.notify_one();
+        if state.closing_since.is_some() || pending {
+            return;
         }
+        let item = match state.try_direct(&Bytes::from_static(ws_codec::PING)) {
+            Some(Direct::Written) => return,
+            Some(Direct::Rest(rest)) => Outgoing::Raw(rest),
+            None => Outgoing::Ping,
+        };
+        state.items.push_back(item);
+        drop(state);
+        self.ready.notify_one();
     }
 
     /// Queues the end of the connection (`Close` or `Reconnect`) after
@@ -162,7 +256,9 @@ impl Outbound {
     }
 
     /// Moves everything queued to the end of `into` (an empty `into`
-    /// trades allocations with the queue instead of copying).
+    /// trades allocations with the queue instead of copying). Until
+    /// [`Outbound::done_writing`], producers queue rather than write to the
+    /// direct socket.
     pub fn take(&self, into: &mut VecDeque<Outgoing>) {
         let mut state = self.state.lock();
         if into.is_empty() {
@@ -171,6 +267,28 @@ impl Outbound {
             into.extend(state.items.drain(..));
         }
         state.frames = 0;
+        state.writing |= !into.is_empty();
+    }
+
+    /// The task wrote everything it took: producers may write directly
+    /// again, unless more was queued meanwhile (then the task is already
+    /// notified and takes it next).
+    pub fn done_writing(&self) {
+        let mut state = self.state.lock();
+        if state.items.is_empty() {
+            state.writing = false;
+        }
+    }
+
+    /// Drops whatever is queued and keeps the socket for the task's own
+    /// last words (a close for a protocol error, the reply to a client's
+    /// close): nothing is queued or written directly afterwards.
+    pub fn abandon(&self) {
+        let mut state = self.state.lock();
+        state.items.clear();
+        state.frames = 0;
+        state.closing_since.get_or_insert_with(Instant::now);
+        state.writing = true;
     }
 
     /// Completes once something was queued since the last `take`.

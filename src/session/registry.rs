@@ -276,16 +276,19 @@ impl Registry {
             .collect()
     }
 
-    /// Every live connection, for drain and shutdown.
+    /// Every live connection, for drain, shutdown and broadcasts.
     pub fn all_connections(&self) -> Vec<Arc<Conn>> {
         self.conns.iter().map(|c| Arc::clone(c.value())).collect()
     }
 
     /// Queues `frame` on every live connection.
     pub fn broadcast(&self, frame: &Frame) -> Delivered {
+        // A snapshot first: delivering may write to sockets, which must not
+        // happen under the map's shard locks (connects and disconnects
+        // would wait for it).
         let mut delivered = Delivered::default();
-        for conn in self.conns.iter() {
-            queue(conn.value(), frame, &mut delivered);
+        for conn in &self.all_connections() {
+            queue(conn, frame, &mut delivered);
         }
         self.count(delivered)
     }
@@ -321,7 +324,7 @@ fn queue(conn: &Conn, frame: &Frame, delivered: &mut Delivered) {
         return;
     }
     match conn.outbound.push_frame(frame) {
-        Pushed::Queued => delivered.queued[conn.transport.index()] += 1,
+        Pushed::Queued | Pushed::Written => delivered.queued[conn.transport.index()] += 1,
         Pushed::Overflowed => delivered.slow += 1,
         Pushed::Closing => {}
     }

@@ -23,6 +23,8 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 
+use super::ws_codec;
+
 /// Bytes a frame needs besides its variable strings, rounded up generously
 /// so the common frame is written without growing its buffer.
 const FRAME_OVERHEAD_BYTES: usize = 96;
@@ -291,9 +293,10 @@ where
 /// An encoded frame with what the transports need beside its bytes: its
 /// kind (the SSE event name) and its cursor (the SSE event id).
 ///
-/// Cloning is one reference-count increment. The SSE encoding is built on
-/// first use and shared by every clone, so an SSE broadcast is encoded once
-/// too. Two frames are equal when their JSON bytes are.
+/// Cloning is one reference-count increment. The WebSocket and SSE
+/// encodings are built on first use and shared by every clone, so a
+/// broadcast is framed once per transport, not once per recipient. Two
+/// frames are equal when their JSON bytes are.
 #[derive(Debug, Clone)]
 pub struct Frame(Arc<FrameInner>);
 
@@ -305,6 +308,7 @@ struct FrameInner {
     /// The JSON, checked as UTF-8 once so every WebSocket send is a clone.
     json: Utf8Bytes,
     cursor: Option<Box<str>>,
+    ws: OnceLock<Bytes>,
     sse: OnceLock<Bytes>,
 }
 
@@ -321,6 +325,7 @@ impl Frame {
             seq,
             json,
             cursor: cursor.map(Box::from),
+            ws: OnceLock::new(),
             sse: OnceLock::new(),
         }))
     }
@@ -388,10 +393,11 @@ impl Frame {
         self.0.json.as_ref()
     }
 
-    /// The same JSON as a WebSocket text payload: a reference-count clone,
-    /// no copy and no UTF-8 check per connection.
-    pub fn text(&self) -> Utf8Bytes {
-        self.0.json.clone()
+    /// The frame as a WebSocket text frame (header and JSON), built on the
+    /// first call and shared afterwards: every recipient's socket is
+    /// written from the same bytes.
+    pub fn ws(&self) -> &Bytes {
+        self.0.ws.get_or_init(|| ws_codec::text_frame(self.json()))
     }
 
     /// The cursor the frame carries (`message`, `recover`, `reconnect`).
@@ -717,7 +723,7 @@ mod tests {
     }
 
     #[test]
-    fn frame_keeps_kind_and_cursor_and_builds_sse_once() {
+    fn frame_keeps_kind_and_cursor_and_builds_each_encoding_once() {
         let frame = Frame::message(7, "m", "c7", StreamKind::Broadcast, &raw("{}"));
         assert_eq!(frame.kind(), FrameKind::Message);
         assert_eq!(frame.cursor(), Some("c7"));
@@ -729,6 +735,11 @@ mod tests {
         let (a, b) = (frame.sse(), clone.sse());
         assert_eq!(a, sse_event("message", frame.json(), Some("c7")));
         assert_eq!(a.as_ptr(), b.as_ptr(), "clones share one SSE encoding");
+        assert_eq!(
+            frame.ws().as_ptr(),
+            clone.ws().as_ptr(),
+            "clones share one WebSocket encoding"
+        );
         assert_eq!(frame, clone);
 
         let cases = [
@@ -746,7 +757,11 @@ mod tests {
             assert_eq!(frame.kind(), kind);
             assert_eq!(frame.cursor(), cursor);
             assert_eq!(parse(frame.json())["type"], kind.as_str());
-            assert_eq!(frame.text().as_bytes(), &frame.json()[..]);
+            assert!(
+                frame.ws().ends_with(frame.json()),
+                "the JSON is the payload"
+            );
+            assert_eq!(frame.ws()[0], 0x81, "one final text frame");
             let events = parse_sse(&frame.sse());
             assert_eq!(events[0].0, kind.as_str());
             assert_eq!(events[0].1.as_deref(), cursor);

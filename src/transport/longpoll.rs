@@ -98,14 +98,14 @@ impl<'a> Parked<'a> {
                 () = conn.killed() => break,
                 () = conn.outbound.ready() => {
                     conn.outbound.take(&mut batch);
-                    if batch.iter().any(|item| !matches!(item, Outgoing::Ping)) {
+                    if batch.iter().any(is_answer) {
                         break;
                     }
                     batch.clear();
                 }
             }
         }
-        if batch.iter().any(|item| !matches!(item, Outgoing::Ping)) {
+        if batch.iter().any(is_answer) {
             // Answered with messages: their last cursor is where the client
             // goes on from, so no lock on publishing is needed. A message
             // queued after the last take is in history past that cursor.
@@ -137,10 +137,16 @@ impl Drop for Parked<'_> {
     }
 }
 
+/// Whether `item` is something to answer the poll with (pings are not).
+fn is_answer(item: &Outgoing) -> bool {
+    !matches!(item, Outgoing::Ping | Outgoing::Raw(_))
+}
+
 fn to_frame(item: Outgoing) -> Option<Frame> {
     match item {
         Outgoing::Frame(frame) | Outgoing::Reconnect(frame) => Some(frame),
         Outgoing::Close(reason) => Some(Frame::close(reason)),
-        Outgoing::Ping => None,
+        // Raw bytes only come from a WebSocket's direct socket.
+        Outgoing::Ping | Outgoing::Raw(_) => None,
     }
 }

@@ -7,3 +7,4 @@ pub mod frame;
 pub mod longpoll;
 pub mod sse;
 pub mod websocket;
+pub mod ws_codec;

@@ -126,6 +126,8 @@ async fn next_chunk(mut state: Events) -> Option<(Result<BodyFrame<Bytes>, Infal
             match item {
                 Outgoing::Frame(frame) => chunk.extend_from_slice(&frame.sse()),
                 Outgoing::Ping => chunk.extend_from_slice(&sse_comment("ping")),
+                // Only a WebSocket's direct socket leaves raw bytes.
+                Outgoing::Raw(bytes) => chunk.extend_from_slice(&bytes),
                 Outgoing::Close(reason) => {
                     chunk.extend_from_slice(&Frame::close(reason).sse());
                     state.ended = true;

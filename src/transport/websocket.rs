@@ -1,32 +1,41 @@
 //! WebSocket: `GET /ws?token=…[&cursor=…]`.
 //!
 //! The handshake is checked (version, key, origin, token, capacity) before
-//! anything is upgraded. Then one task per connection both reads the
-//! client's frames and writes what its outbound queue holds; there is no
-//! separate writer task and no per-connection tokio timer (pings and idle
-//! eviction come from the wheel, see `session::expiry`).
+//! anything is upgraded. Then one task per connection reads the client's
+//! frames and writes what its outbound queue holds. On plain TCP the
+//! fan-out writes a frame to the socket itself whenever nothing is queued
+//! (see `session::outbound`), so a broadcast wakes no task; frames are
+//! framed once per message (`Frame::ws`) and parsed with tungstenite's
+//! state machine fed from memory (`ws_codec`). There is no separate writer
+//! task and no per-connection tokio timer (pings and idle eviction come
+//! from the wheel, see `session::expiry`).
 
 use std::collections::VecDeque;
+use std::io;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 
-use bytes::Bytes;
-use futures_util::{SinkExt, StreamExt};
+use bytes::{Bytes, BytesMut};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::upgrade::Upgraded;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use tokio_tungstenite::WebSocketStream;
+use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf, ReadHalf, WriteHalf};
+use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role};
-use tokio_tungstenite::tungstenite::{Error as WsError, Message, Utf8Bytes};
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use tracing::{debug, trace, warn};
 
 use super::client::{self, ClientError};
+use super::ws_codec::{self, Inbound};
 use crate::api::Body;
 use crate::api::error::ApiError;
 use crate::bus::{Open, Opened};
 use crate::gateway::Gateway;
-use crate::session::{Conn, Outgoing, Transport};
+use crate::peers::PeerStream;
+use crate::session::{Conn, DirectWrite, Outgoing, Pushed, Transport};
 use crate::transport::frame::Frame;
 
 /// Why a request is not a WebSocket handshake we accept.
@@ -117,13 +126,21 @@ pub async fn upgrade(gw: &Arc<Gateway>, mut req: Request<Incoming>) -> Response<
     let gw = Arc::clone(gw);
     tokio::spawn(async move {
         match on_upgrade.await {
-            Ok(upgraded) => {
-                let io = TokioIo::new(upgraded);
-                let ws =
-                    WebSocketStream::from_raw_socket(io, Role::Server, Some(gw.websocket_config()))
-                        .await;
-                serve(&gw, &conn, ws).await;
-            }
+            Ok(upgraded) => match upgraded.downcast::<TokioIo<PeerStream<TcpStream>>>() {
+                Ok(parts) => {
+                    // Plain TCP: the fan-out may write to the socket itself.
+                    let (tcp, _permit) = parts.io.into_inner().into_parts();
+                    let tcp = Arc::new(tcp);
+                    conn.outbound
+                        .set_direct(Arc::clone(&tcp) as Arc<dyn DirectWrite>);
+                    serve(&gw, &conn, Socket::Tcp(tcp), &parts.read_buf).await;
+                }
+                Err(upgraded) => {
+                    // TLS (or anything else): only the task writes.
+                    let (read, write) = tokio::io::split(TokioIo::new(upgraded));
+                    serve(&gw, &conn, Socket::Stream(read, write), &[]).await;
+                }
+            },
             Err(err) => debug!(conn_id = conn.id, error = %err, "upgrade failed"),
         }
         let _ = gw.release(&conn);
@@ -140,25 +157,98 @@ pub async fn upgrade(gw: &Arc<Gateway>, mut req: Request<Incoming>) -> Response<
     resp
 }
 
+impl DirectWrite for TcpStream {
+    fn try_write(&self, bytes: &[u8]) -> io::Result<usize> {
+        TcpStream::try_write(self, bytes)
+    }
+}
+
+/// Bytes read from the client per read call: client frames are small
+/// (pings), and the buffer lives on the stack only while a read completes,
+/// never in an idle connection.
+const READ_CHUNK_BYTES: usize = 512;
+
+/// The upgraded socket.
+enum Socket {
+    /// Plain TCP, shared with the fan-out through the outbound queue.
+    Tcp(Arc<TcpStream>),
+    /// Any other stream (TLS), which only the task touches.
+    Stream(ReadHalf<TokioIo<Upgraded>>, WriteHalf<TokioIo<Upgraded>>),
+}
+
+impl Socket {
+    fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        match self {
+            Self::Tcp(tcp) => loop {
+                ready!(tcp.poll_read_ready(cx))?;
+                match tcp.try_read(buf.initialize_unfilled()) {
+                    Ok(n) => {
+                        buf.advance(n);
+                        return Poll::Ready(Ok(()));
+                    }
+                    Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(err) => return Poll::Ready(Err(err)),
+                }
+            },
+            Self::Stream(read, _) => Pin::new(read).poll_read(cx, buf),
+        }
+    }
+
+    async fn write_all(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+        match self {
+            Self::Tcp(tcp) => {
+                while !bytes.is_empty() {
+                    tcp.writable().await?;
+                    match tcp.try_write(bytes) {
+                        Ok(n) => bytes = &bytes[n..],
+                        Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+                        Err(err) => return Err(err),
+                    }
+                }
+                Ok(())
+            }
+            Self::Stream(_, write) => {
+                write.write_all(bytes).await?;
+                write.flush().await
+            }
+        }
+    }
+}
+
 /// How the connection's loop ended.
 #[derive(Debug, PartialEq, Eq)]
 enum End {
-    /// We queued and sent a close: wait for the client's.
+    /// We sent a close: wait for the client's.
     Closing,
     /// The peer went away, broke the protocol, or we were killed.
     Gone,
 }
 
-/// The connection's one task: write what is queued, read what arrives.
+/// Why reading stopped.
+#[derive(Debug, PartialEq, Eq)]
+enum Stop {
+    /// The client went away (end of stream, reset).
+    Gone,
+    /// The client sent its close: answer it, then go.
+    ClientClosed,
+    /// The client broke the protocol: close with this code and reason.
+    Violation(CloseCode, &'static str),
+}
+
+/// The connection's one task: read what arrives, and write what was queued
+/// while the fan-out could not write directly.
 ///
 /// Invariant: every write is raced against `kill`, so a peer that stops
 /// reading cannot hold its task (and its memory) past the close grace.
-pub async fn serve<S>(gw: &Gateway, conn: &Conn, mut ws: WebSocketStream<S>)
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
-{
+async fn serve(gw: &Gateway, conn: &Conn, mut socket: Socket, prefetched: &[u8]) {
+    let mut inbound = Inbound::new(gw.websocket_config());
     let mut batch = VecDeque::new();
+    let mut stop = on_bytes(gw, conn, &mut inbound, prefetched).err();
     let end = loop {
+        if let Some(stop) = stop.take() {
+            last_words(conn, &mut socket, &mut inbound, stop).await;
+            break End::Gone;
+        }
         tokio::select! {
             biased;
             () = conn.killed() => break End::Gone,
@@ -167,24 +257,14 @@ where
                 let written = tokio::select! {
                     biased;
                     () = conn.killed() => Err(End::Gone),
-                    written = write_batch(conn, &mut ws, &mut batch) => written,
+                    written = write_batch(conn, &mut socket, &mut inbound, &mut batch) => written,
                 };
                 if let Err(end) = written {
                     break end;
                 }
+                conn.outbound.done_writing();
             }
-            read = ws.next() => {
-                // Answering may write (a close reply, a 1009 close): race
-                // it against `kill` too.
-                let handled = tokio::select! {
-                    biased;
-                    () = conn.killed() => Err(End::Gone),
-                    handled = on_read(gw, conn, &mut ws, read) => handled,
-                };
-                if let Err(end) = handled {
-                    break end;
-                }
-            }
+            read = read_some(gw, conn, &mut socket, &mut inbound) => stop = read.err(),
         }
     };
     if end == End::Closing {
@@ -193,128 +273,169 @@ where
             tokio::select! {
                 biased;
                 () = conn.killed() => break,
-                read = ws.next() => if !matches!(read, Some(Ok(_))) { break },
+                read = read_some(gw, conn, &mut socket, &mut inbound) => if read.is_err() { break },
             }
+        }
+    }
+    // The socket closes when the task lets go of it, whoever else still
+    // holds the connection.
+    conn.outbound.clear_direct();
+}
+
+/// Reads what the client sent and handles every complete message in it.
+async fn read_some(
+    gw: &Gateway,
+    conn: &Conn,
+    socket: &mut Socket,
+    inbound: &mut Inbound,
+) -> Result<(), Stop> {
+    std::future::poll_fn(|cx| {
+        let mut chunk = [0u8; READ_CHUNK_BYTES];
+        let mut buf = ReadBuf::new(&mut chunk);
+        match ready!(socket.poll_read(cx, &mut buf)) {
+            Ok(()) if buf.filled().is_empty() => Poll::Ready(Err(Stop::Gone)),
+            Ok(()) => Poll::Ready(on_bytes(gw, conn, inbound, buf.filled())),
+            Err(err) => {
+                trace!(conn_id = conn.id, error = %err, "read failed");
+                Poll::Ready(Err(Stop::Gone))
+            }
+        }
+    })
+    .await
+}
+
+/// Handles the complete messages in `bytes` (keeping a partial one for
+/// later) and queues what the protocol answered by itself.
+fn on_bytes(gw: &Gateway, conn: &Conn, inbound: &mut Inbound, bytes: &[u8]) -> Result<(), Stop> {
+    let mut input = bytes;
+    let result = loop {
+        match inbound.next_message(&mut input) {
+            Ok(Some(message)) => {
+                if let Err(stop) = on_message(gw, conn, message) {
+                    break Err(stop);
+                }
+            }
+            Ok(None) => break Ok(()),
+            Err(WsError::Capacity(err)) => {
+                debug!(conn_id = conn.id, error = %err, "client frame too big");
+                break Err(Stop::Violation(CloseCode::Size, "message too big"));
+            }
+            // RFC 6455 section 7.1.7: a connection failed for bad data
+            // should be told why with a close frame before it goes.
+            Err(err) => match violation_close_code(&err) {
+                Some(code) => {
+                    debug!(conn_id = conn.id, error = %err, "client broke the protocol");
+                    break Err(Stop::Violation(code, "protocol error"));
+                }
+                None => {
+                    trace!(conn_id = conn.id, error = %err, "read failed");
+                    break Err(Stop::Gone);
+                }
+            },
+        }
+    };
+    if result.is_ok()
+        && let Some(replies) = inbound.take_replies()
+    {
+        conn.outbound.push_raw(replies);
+    }
+    result
+}
+
+/// Answers one client message.
+fn on_message(gw: &Gateway, conn: &Conn, message: Message) -> Result<(), Stop> {
+    conn.touch(gw.now_ms());
+    let reply = match message {
+        Message::Text(text) if is_client_ping(&text) => Frame::pong(),
+        Message::Text(_) => Frame::error(
+            "unsupported",
+            "the only client frame is {\"type\":\"ping\"}",
+        ),
+        Message::Binary(_) => Frame::error("unsupported", "binary frames are not supported"),
+        Message::Close(_) => return Err(Stop::ClientClosed),
+        Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => return Ok(()),
+    };
+    // Answers go through the queue, so they stay behind queued frames and
+    // count against the same limit.
+    if conn.outbound.push_frame(&reply) == Pushed::Overflowed {
+        warn!(
+            conn_id = conn.id,
+            "client flooded frames faster than it read answers"
+        );
+    }
+    Ok(())
+}
+
+/// Ends the connection on the client's account: answers its close, or
+/// fails the connection with a protocol error's close code (RFC 6455
+/// §7.1.7: no need to wait for the client's answer). What was queued is
+/// dropped.
+async fn last_words(conn: &Conn, socket: &mut Socket, inbound: &mut Inbound, stop: Stop) {
+    conn.outbound.abandon();
+    let words = match stop {
+        Stop::Gone => return,
+        Stop::ClientClosed => {
+            // RFC 6455 §5.5.1: the endpoint answers a Close with a Close.
+            inbound.flush();
+            inbound.take_replies()
+        }
+        Stop::Violation(code, reason) => inbound.close_frame(code, reason),
+    };
+    if let Some(words) = words {
+        tokio::select! {
+            biased;
+            () = conn.killed() => {}
+            _ = socket.write_all(&words) => {}
         }
     }
 }
 
-/// Writes one batch and flushes; `Err` when the connection is over.
-async fn write_batch<S>(
+/// Writes one batch in one write; `Err` when the connection is over (an
+/// end was written, or the socket failed).
+async fn write_batch(
     conn: &Conn,
-    ws: &mut WebSocketStream<S>,
+    socket: &mut Socket,
+    inbound: &mut Inbound,
     batch: &mut VecDeque<Outgoing>,
-) -> Result<(), End>
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
-{
-    let gone = |err: WsError| {
-        trace!(conn_id = conn.id, error = %err, "write failed");
-        End::Gone
-    };
+) -> Result<(), End> {
+    let mut out = BytesMut::new();
+    let mut ending = None;
     while let Some(item) = batch.pop_front() {
-        match item {
-            Outgoing::Frame(frame) => ws.feed(text(&frame)).await.map_err(gone)?,
-            Outgoing::Ping => ws.feed(Message::Ping(Bytes::new())).await.map_err(gone)?,
+        let (last, close) = match item {
+            Outgoing::Frame(frame) => (frame.ws().clone(), None),
+            Outgoing::Ping => (Bytes::from_static(ws_codec::PING), None),
+            Outgoing::Raw(bytes) => (bytes, None),
             Outgoing::Close(reason) => {
                 debug!(
                     conn_id = conn.id,
                     reason = reason.as_str(),
                     "closing connection"
                 );
-                ws.feed(text(&Frame::close(reason))).await.map_err(gone)?;
                 let code = CloseCode::from(reason.ws_close_code());
-                return close(ws, code, reason.as_str()).await;
+                (
+                    Frame::close(reason).ws().clone(),
+                    Some((code, reason.as_str())),
+                )
             }
             Outgoing::Reconnect(frame) => {
-                ws.feed(text(&frame)).await.map_err(gone)?;
-                return close(ws, CloseCode::Away, "reconnect").await;
+                (frame.ws().clone(), Some((CloseCode::Away, "reconnect")))
             }
+        };
+        out.extend_from_slice(&last);
+        if let Some((code, reason)) = close {
+            if let Some(close) = inbound.close_frame(code, reason) {
+                out.extend_from_slice(&close);
+            }
+            ending = Some(End::Closing);
+            batch.clear();
+            break;
         }
     }
-    ws.flush().await.map_err(gone)
-}
-
-async fn close<S>(
-    ws: &mut WebSocketStream<S>,
-    code: CloseCode,
-    reason: &'static str,
-) -> Result<(), End>
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
-{
-    let frame = CloseFrame {
-        code,
-        reason: Utf8Bytes::from_static(reason),
-    };
-    match ws.send(Message::Close(Some(frame))).await {
-        Ok(()) => Err(End::Closing),
-        Err(_) => Err(End::Gone),
+    if let Err(err) = socket.write_all(&out).await {
+        trace!(conn_id = conn.id, error = %err, "write failed");
+        return Err(End::Gone);
     }
-}
-
-/// Handles one read; `Err` when the connection is over.
-async fn on_read<S>(
-    gw: &Gateway,
-    conn: &Conn,
-    ws: &mut WebSocketStream<S>,
-    read: Option<Result<Message, WsError>>,
-) -> Result<(), End>
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
-{
-    let message = match read {
-        Some(Ok(message)) => message,
-        Some(Err(WsError::Capacity(err))) => {
-            debug!(conn_id = conn.id, error = %err, "client frame too big");
-            return close(ws, CloseCode::Size, "message too big").await;
-        }
-        Some(Err(err)) => {
-            // RFC 6455 section 7.1.7: a connection failed for bad data
-            // should be told why with a close frame before it goes.
-            return match violation_close_code(&err) {
-                Some(code) => {
-                    debug!(conn_id = conn.id, error = %err, "client broke the protocol");
-                    close(ws, code, "protocol error").await
-                }
-                None => {
-                    trace!(conn_id = conn.id, error = %err, "read failed");
-                    Err(End::Gone)
-                }
-            };
-        }
-        None => return Err(End::Gone),
-    };
-    conn.touch(gw.now_ms());
-    let reply = match message {
-        Message::Text(text) if is_client_ping(&text) => Some(Frame::pong()),
-        Message::Text(_) => Some(Frame::error(
-            "unsupported",
-            "the only client frame is {\"type\":\"ping\"}",
-        )),
-        Message::Binary(_) => Some(Frame::error(
-            "unsupported",
-            "binary frames are not supported",
-        )),
-        Message::Close(_) => {
-            // tungstenite queued the close reply; send it before going
-            // (RFC 6455 §5.5.1: the endpoint answers with a Close).
-            let _ = ws.flush().await;
-            return Err(End::Gone);
-        }
-        Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => None,
-    };
-    if let Some(reply) = reply {
-        // Answers go through the queue, so they stay behind queued frames
-        // and count against the same limit.
-        if conn.outbound.push_frame(&reply) == crate::session::Pushed::Overflowed {
-            warn!(
-                conn_id = conn.id,
-                "client flooded frames faster than it read answers"
-            );
-        }
-    }
-    Ok(())
+    ending.map_or(Ok(()), Err)
 }
 
 /// The close code for a read error that is the client's fault: 1007 for
@@ -347,11 +468,6 @@ fn is_client_ping(text: &str) -> bool {
         kind: &'a str,
     }
     serde_json::from_str::<Typed<'_>>(text).is_ok_and(|t| t.kind == "ping")
-}
-
-/// A frame as a WebSocket text message. Frames are UTF-8 by construction.
-fn text(frame: &Frame) -> Message {
-    Message::Text(frame.text())
 }
 
 #[cfg(test)]

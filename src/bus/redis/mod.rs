@@ -39,6 +39,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
+use super::fanout::Fanout;
 use super::{Bus, BusError, Open, Opened, Publish, Published};
 use crate::api::push::PushTarget;
 use crate::config::BrokerConfig;
@@ -96,8 +97,11 @@ struct Shared {
     history_size: usize,
     ttl_ms: u64,
     presence_ttl_ms: u64,
-    /// The epoch and the last sequence number delivered on this node.
-    position: Mutex<Cursor>,
+    /// The epoch and the last sequence number delivered on this node
+    /// (advanced by the fan-out thread as it delivers).
+    position: Arc<Mutex<Cursor>>,
+    /// Delivers what the subscriber receives, in order, off the runtime.
+    fanout: Fanout,
     ready: AtomicBool,
     publish: Script,
     resume: Script,
@@ -154,6 +158,9 @@ impl RedisBus {
         let epoch = ensure_epoch(&mut conn, &keys).await.map_err(unavailable)?;
         let seq: Option<u64> = conn.get(&keys.seq).await.map_err(unavailable)?;
         let (presence_tx, presence_rx) = mpsc::unbounded_channel();
+        let fanout = Fanout::start(Arc::clone(&registry)).map_err(|err| {
+            BusError::Unavailable(format!("cannot start the fan-out thread: {err}"))
+        })?;
         let shared = Arc::new(Shared {
             conn,
             client,
@@ -163,7 +170,8 @@ impl RedisBus {
             history_size,
             ttl_ms,
             presence_ttl_ms: config.presence_ttl().as_millis() as u64,
-            position: Mutex::new(Cursor::new(epoch, seq.unwrap_or(0))),
+            position: Arc::new(Mutex::new(Cursor::new(epoch, seq.unwrap_or(0)))),
+            fanout,
             ready: AtomicBool::new(false),
             publish: Script::new(include_str!("publish.lua")),
             resume: Script::new(include_str!("resume.lua")),
@@ -252,6 +260,13 @@ impl Shared {
         let epoch = ensure_epoch(&mut conn, &self.keys).await?;
         let seq: Option<u64> = conn.get(&self.keys.seq).await?;
         let now = Cursor::new(epoch, seq.unwrap_or(0));
+        // Let the fan-out deliver what the old subscription received first,
+        // so its position updates land before this one.
+        let (done, delivered) = tokio::sync::oneshot::channel();
+        self.fanout.after(Box::new(move || {
+            let _ = done.send(());
+        }));
+        let _ = delivered.await;
         let before = std::mem::replace(&mut *self.position.lock(), now);
         if resubscribed && before != now {
             let frame = Frame::recover(false, &now.to_string());
@@ -286,20 +301,24 @@ impl Shared {
             warn!("redis: bus message is not UTF-8");
             return;
         };
-        if target == b"*" {
-            self.registry.broadcast(&frame);
+        let target = if target == b"*" {
+            PushTarget::Broadcast
         } else {
             let users: Vec<UserId> = std::str::from_utf8(target)
                 .unwrap_or("")
                 .split(',')
                 .filter_map(|u| UserId::parse(u).ok())
                 .collect();
-            self.registry.send_to(&users, &frame);
-        }
-        let mut position = self.position.lock();
-        if position.epoch != cursor.epoch || position.seq < cursor.seq {
-            *position = cursor;
-        }
+            PushTarget::Users(users)
+        };
+        let position = Arc::clone(&self.position);
+        let then = Box::new(move || {
+            let mut position = position.lock();
+            if position.epoch != cursor.epoch || position.seq < cursor.seq {
+                *position = cursor;
+            }
+        });
+        self.fanout.deliver(frame, target, Some(then));
     }
 
     async fn publish(&self, message: Publish) -> Result<Published, BusError> {
