@@ -273,6 +273,8 @@ struct Pushed {
     records: Vec<Record>,
     outcomes: Vec<(Kind, Outcome)>,
     cpu_us: Option<u64>,
+    /// Server CPU per `--pid` (a node of a cluster), µs.
+    cpu_us_per_pid: Vec<Option<u64>>,
     push_secs: f64,
     killed: Option<Killed>,
 }
@@ -382,6 +384,14 @@ async fn execute(d: Delivery<'_>) -> anyhow::Result<Finished> {
             );
         }
     }
+    if pushed.cpu_us_per_pid.len() > 1 {
+        let per_node: Vec<Option<f64>> = pushed
+            .cpu_us_per_pid
+            .iter()
+            .map(|c| c.map(|us| hist::round2(us as f64 / 1000.0)))
+            .collect();
+        report.detail("server_cpu_ms_per_pid", json!(per_node));
+    }
     if let Some(cpu) = pushed.cpu_us {
         report.metric(
             "server_cpu_ms",
@@ -443,6 +453,7 @@ async fn push_and_collect(d: &Delivery<'_>, fleet: &mut Fleet) -> anyhow::Result
         None
     };
     let before = sample(&common.pid);
+    let before_each: Vec<_> = common.pid.iter().map(|p| sample(&[*p])).collect();
     let client_before = fleet.cpu_us();
     let bar = progress(d.jobs.len() as u64, "pushing");
     let push_started = Instant::now();
@@ -463,6 +474,12 @@ async fn push_and_collect(d: &Delivery<'_>, fleet: &mut Fleet) -> anyhow::Result
     let records = records?;
     let outcomes = fleet.collect(settle).await?;
     let after = sample(&common.pid);
+    let cpu_us_per_pid = common
+        .pid
+        .iter()
+        .zip(before_each)
+        .map(|(p, b)| cpu_between(b, sample(&[*p])))
+        .collect();
     let client_cpu_us = fleet.cpu_us().saturating_sub(client_before);
     Ok(Pushed {
         client_cpu_us,
@@ -470,6 +487,7 @@ async fn push_and_collect(d: &Delivery<'_>, fleet: &mut Fleet) -> anyhow::Result
         records,
         outcomes,
         cpu_us: cpu_between(before, after),
+        cpu_us_per_pid,
         push_secs,
         killed,
     })
