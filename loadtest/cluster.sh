@@ -73,15 +73,23 @@ rcli() { redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" "$@"; }
 
 # --- preflight: tools, Redis, kernel limits --------------------------------
 
+# n: the step's connections; per_node: the most one node must hold (for
+# failover, after the kill: four nodes hold them all).
 largest=0
 for step in "${steps[@]}"; do
     case "$step" in
-        fanout-5) n=$(( CLUSTER_WS + CLUSTER_SSE + CLUSTER_POLL )) ;;
-        fanout-1 | fanout-5-small) n=$(( (CLUSTER_WS + CLUSTER_SSE + CLUSTER_POLL) / 5 )) ;;
-        failover) n=$(( FAILOVER_WS + FAILOVER_SSE + FAILOVER_POLL )) ;;
-        personal-*) n=$PERSONAL_N ;;
+        fanout-5) n=$(( CLUSTER_WS + CLUSTER_SSE + CLUSTER_POLL )); per_node=$(( (n + 4) / 5 )) ;;
+        fanout-1) n=$(( (CLUSTER_WS + CLUSTER_SSE + CLUSTER_POLL) / 5 )); per_node=$n ;;
+        fanout-5-small) n=$(( (CLUSTER_WS + CLUSTER_SSE + CLUSTER_POLL) / 5 )); per_node=$(( (n + 4) / 5 )) ;;
+        failover) n=$(( FAILOVER_WS + FAILOVER_SSE + FAILOVER_POLL )); per_node=$(( (n + 3) / 4 )) ;;
+        personal-1 | personal-1-paced) n=$PERSONAL_N; per_node=$n ;;
+        personal-3 | personal-3-paced) n=$PERSONAL_N; per_node=$(( (n + 2) / 3 )) ;;
         *) say "unknown step $step"; exit 1 ;;
     esac
+    if (( per_node > NODE_MAX_CONNECTIONS )); then
+        say "$step: a node would hold $per_node connections, over its max_connections of $NODE_MAX_CONNECTIONS (20,000 open files per process here); lower the counts"
+        exit 1
+    fi
     if (( n > largest )); then largest=$n; fi
 done
 
