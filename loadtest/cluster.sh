@@ -60,6 +60,11 @@ PERSONAL_PACED_RATE=${PERSONAL_PACED_RATE:-100}
 # range, so sockets left in TIME_WAIT by an earlier step do not run a
 # source out of ports.
 PER_SOURCE=12000
+# Steps start once fewer sockets than this are in TIME_WAIT (at most 70 s
+# later): each keeps its source port for 60 s, and a client that binds its
+# source address (--sources) finds no free port while its address's range
+# is full of them (an earlier step, a churn run, other jobs).
+TIME_WAIT_MAX=5000
 # A node's connection limit: the process may open 20,000 files, and needs
 # some for itself (listener, Redis, epoll).
 NODE_MAX_CONNECTIONS=19850
@@ -93,7 +98,7 @@ for step in "${steps[@]}"; do
     if (( n > largest )); then largest=$n; fi
 done
 
-for tool in redis-cli jq; do
+for tool in redis-cli jq ss; do
     command -v "$tool" >/dev/null || { say "needs $tool"; exit 1; }
 done
 [[ $(rcli ping 2>/dev/null) == PONG ]] || { say "no Redis answers at $REDIS_HOST:$REDIS_PORT"; exit 1; }
@@ -292,6 +297,16 @@ run() {
 
 # --- steps -------------------------------------------------------------------
 
+wait_time_wait() {
+    local tw
+    for _ in $(seq 1 70); do
+        tw=$(ss -Htan state time-wait | wc -l)
+        (( tw < TIME_WAIT_MAX )) && return 0
+        sleep 1
+    done
+    say "still $tw sockets in TIME_WAIT after 70 s; going on (connections may fail to bind)"
+}
+
 fanout() {
     local step=$1 k=$2 ws=$3 sse=$4 poll=$5 status=0
     start_nodes "$step" "$k"
@@ -343,6 +358,7 @@ personal() {
 
 failed=()
 for step in "${steps[@]}"; do
+    wait_time_wait
     say "== $step (load average $(cut -d' ' -f1-3 /proc/loadavg))"
     case "$step" in
         fanout-1) fanout fanout-1 1 $(( CLUSTER_WS / 5 )) $(( CLUSTER_SSE / 5 )) $(( CLUSTER_POLL / 5 )) || failed+=("$step") ;;
