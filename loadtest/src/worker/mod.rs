@@ -48,6 +48,10 @@ pub struct Ctx {
     pub nodes: Vec<Node>,
     /// The counts.
     pub tally: RefCell<Tally>,
+    /// Long-poll connections whose client has everything it expected:
+    /// kept open until the worker exits, so closing them does not load
+    /// the server (or this client) while other polls are still answered.
+    pub finished: RefCell<Vec<crate::http::HttpConn>>,
     /// Handshakes in flight.
     pub gate: Semaphore,
     /// Set by `collect`: no more churn reconnects.
@@ -149,6 +153,7 @@ async fn run() -> anyhow::Result<()> {
     let started = Instant::now();
     let ctx = Rc::new(Ctx {
         tally: RefCell::new(Tally::new(spec.count, spec.expect)),
+        finished: RefCell::new(Vec::new()),
         gate: Semaphore::new(spec.connect_concurrency.max(1)),
         stopping: Cell::new(false),
         attempts_done: Cell::new(0),

@@ -1,6 +1,7 @@
 //! Long-poll clients: poll, count what the answer holds, poll again at once
 //! with the cursor (over the same keep-alive connection), until every
-//! expected message is in.
+//! expected message is in; then hold the connection, unpolled, until the
+//! worker exits.
 //!
 //! Gateways that answer one message per poll and name it by HTTP cache
 //! headers (Nchan: `Last-Modified` and `Etag`) get them back on the next
@@ -98,6 +99,13 @@ pub async fn run(ctx: &Ctx, i: usize) {
                 }
                 if keep_alive {
                     conn = Some(current);
+                }
+                if is_done() {
+                    // A real client would poll again; this one has what it
+                    // came for. Its connection stays open until the worker
+                    // exits rather than closing amid the fan-out.
+                    ctx.finished.borrow_mut().extend(conn.take());
+                    return;
                 }
             }
             Err(err) => {
