@@ -133,12 +133,12 @@ pub async fn upgrade(gw: &Arc<Gateway>, mut req: Request<Incoming>) -> Response<
                     let tcp = Arc::new(tcp);
                     conn.outbound
                         .set_direct(Arc::clone(&tcp) as Arc<dyn DirectWrite>);
-                    serve(&gw, &conn, Socket::Tcp(tcp), &parts.read_buf).await;
+                    serve(&gw, &conn, Socket::Tcp(tcp), parts.read_buf).await;
                 }
                 Err(upgraded) => {
                     // TLS (or anything else): only the task writes.
                     let (read, write) = tokio::io::split(TokioIo::new(upgraded));
-                    serve(&gw, &conn, Socket::Stream(read, write), &[]).await;
+                    serve(&gw, &conn, Socket::Stream(read, write), Bytes::new()).await;
                 }
             },
             Err(err) => debug!(conn_id = conn.id, error = %err, "upgrade failed"),
@@ -240,10 +240,15 @@ enum Stop {
 ///
 /// Invariant: every write is raced against `kill`, so a peer that stops
 /// reading cannot hold its task (and its memory) past the close grace.
-async fn serve(gw: &Gateway, conn: &Conn, mut socket: Socket, prefetched: &[u8]) {
+///
+/// `prefetched` is what hyper read past the handshake. It is a view into
+/// hyper's whole read buffer (kilobytes), so it is dropped as soon as it
+/// is parsed, not kept for the connection's life.
+async fn serve(gw: &Gateway, conn: &Conn, mut socket: Socket, prefetched: Bytes) {
     let mut inbound = Inbound::new(gw.websocket_config());
     let mut batch = VecDeque::new();
-    let mut stop = on_bytes(gw, conn, &mut inbound, prefetched).err();
+    let mut stop = on_bytes(gw, conn, &mut inbound, &prefetched).err();
+    drop(prefetched);
     let end = loop {
         if let Some(stop) = stop.take() {
             last_words(conn, &mut socket, &mut inbound, stop).await;
