@@ -10,7 +10,7 @@
 //! it here before letting go of the lock (so messages arrive in sequence
 //! order), and this one thread delivers them in that order. A connection
 //! that resumed from history past a message skips it by its floor
-//! (`Conn::is_below_floor`), so nothing is delivered twice.
+//! (`Outbound::discard_through`), so nothing is delivered twice.
 
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -178,7 +178,7 @@ mod tests {
             .attach(user("carol"), Transport::Ws, None, 0)
             .expect("room")
             .conn;
-        conn.set_floor(3);
+        conn.outbound.discard_through(3);
         let fanout = Fanout::start(Arc::clone(&registry)).expect("thread");
         let (done, finished) = mpsc::channel();
         for seq in 1..=5 {

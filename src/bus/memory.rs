@@ -172,14 +172,14 @@ impl MemoryBus {
                 .attach(open.user, open.transport, open.expires_at, open.now_ms)?;
         // Everything numbered so far is in the resume (or, without a
         // cursor, before this connection's time): the fan-out thread may
-        // still be delivering some of it, and this connection skips it.
+        // still be delivering some of it, and this connection's floor
+        // drops it (also a copy queued since the attach).
         let conn = &attached.conn;
-        conn.set_floor(state.last_seq);
-        if let Some((frames, _)) = resume
-            && open.transport != Transport::Poll
-        {
-            // Drops live copies the fan-out queued before the floor was set.
-            conn.outbound.push_resume(frames, state.last_seq);
+        match resume {
+            Some((frames, _)) if open.transport != Transport::Poll => {
+                conn.outbound.push_resume(frames, state.last_seq);
+            }
+            _ => conn.outbound.discard_through(state.last_seq),
         }
         drop(state);
         Ok(Opened::Attached(attached))

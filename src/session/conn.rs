@@ -57,7 +57,6 @@ pub struct Conn {
     pub token_expires_at: Option<u64>,
     last_seen_ms: AtomicU64,
     deadline_ms: AtomicU64,
-    floor: AtomicU64,
     timer: OnceLock<TimerKey>,
     timer_seq: AtomicU32,
     killed: AtomicBool,
@@ -82,7 +81,6 @@ impl Conn {
             token_expires_at,
             last_seen_ms: AtomicU64::new(now_ms),
             deadline_ms: AtomicU64::new(u64::MAX),
-            floor: AtomicU64::new(0),
             timer: OnceLock::new(),
             timer_seq: AtomicU32::new(0),
             killed: AtomicBool::new(false),
@@ -108,17 +106,6 @@ impl Conn {
     /// When a parked poll times out (`u64::MAX`: not a parked poll).
     pub fn deadline_ms(&self) -> u64 {
         self.deadline_ms.load(Ordering::Relaxed)
-    }
-
-    /// Messages numbered up to `seq` reached this connection from history:
-    /// live copies of them are skipped.
-    pub fn set_floor(&self, seq: u64) {
-        self.floor.store(seq, Ordering::Relaxed);
-    }
-
-    /// Whether message `seq` already reached the connection from history.
-    pub fn is_below_floor(&self, seq: u64) -> bool {
-        seq <= self.floor.load(Ordering::Relaxed)
     }
 
     /// Records the connection's timer entry (once).

@@ -53,6 +53,9 @@ pub enum Pushed {
     Queued,
     /// Written to the socket by the producer (see [`Outbound::set_direct`]).
     Written,
+    /// The message is at or below the connection's floor: it reached the
+    /// connection from history already, and this live copy was dropped.
+    Covered,
     /// The queue passed its limit: it was cleared and a `slow` close queued.
     Overflowed,
     /// The connection is already closing; the frame was dropped.
@@ -77,6 +80,9 @@ struct State {
     /// The task took items it may not have written yet: producers must
     /// queue behind them.
     writing: bool,
+    /// Messages numbered up to here reached the connection from history
+    /// (or came before its time): live copies of them are dropped.
+    floor: u64,
 }
 
 /// How a direct write went.
@@ -88,6 +94,18 @@ enum Direct {
 }
 
 impl State {
+    /// Raises the floor to `covered` and drops queued live copies below it.
+    fn discard_through(&mut self, covered: u64) {
+        self.floor = self.floor.max(covered);
+        let before = self.items.len();
+        self.items.retain(|item| match item {
+            Outgoing::Frame(frame) => frame.seq() == 0 || frame.seq() > covered,
+            _ => true,
+        });
+        let dropped = before - self.items.len();
+        self.frames = self.frames.saturating_sub(dropped);
+    }
+
     /// Writes `bytes` to the socket if the socket is free: nothing queued,
     /// nothing being written. `None` when it must be queued instead
     /// (no direct socket, busy, or the socket's buffer is full).
@@ -129,6 +147,9 @@ impl Outbound {
         let mut state = self.state.lock();
         if state.closing_since.is_some() {
             return Pushed::Closing;
+        }
+        if frame.seq() != 0 && frame.seq() <= state.floor {
+            return Pushed::Covered;
         }
         if state.frames >= self.limit {
             state.items.clear();
@@ -177,25 +198,28 @@ impl Outbound {
     }
 
     /// Queues a resume (a `recover` frame and missed messages) ahead of
-    /// anything else, dropping live copies already queued of messages up to
-    /// `covered` (the history read covered them). Not held to the limit, and
+    /// anything else, and sets the floor to `covered` (the history read
+    /// covered those messages: live copies, queued or to come, are dropped). Not held to the limit, and
     /// not counted against it either: history bounds it, and a live push
     /// arriving before the connection's first `take` must not find the
     /// replay "too slow".
     pub fn push_resume(&self, frames: Vec<Frame>, covered: u64) {
         let mut state = self.state.lock();
-        let before = state.items.len();
-        state.items.retain(|item| match item {
-            Outgoing::Frame(frame) => frame.seq() == 0 || frame.seq() > covered,
-            _ => true,
-        });
-        let dropped = before - state.items.len();
-        state.frames = state.frames.saturating_sub(dropped);
+        state.discard_through(covered);
         for frame in frames.into_iter().rev() {
             state.items.push_front(Outgoing::Frame(frame));
         }
         drop(state);
         self.ready.notify_one();
+    }
+
+    /// Sets the floor: messages numbered up to `covered` are not delivered
+    /// live any more, and copies already queued are dropped. A connection
+    /// that joined with a cursor (or at a position) covering them must not
+    /// get them again. [`Outbound::push_resume`] does the same when it has
+    /// frames to queue. Atomic with pushes, so no copy slips in between.
+    pub fn discard_through(&self, covered: u64) {
+        self.state.lock().discard_through(covered);
     }
 
     /// Queues a ping unless the connection is closing or one is pending.
@@ -357,6 +381,37 @@ mod tests {
             .map(Outgoing::Frame)
             .collect();
         assert_eq!(Vec::from(out), want, "the replay goes first");
+    }
+
+    #[test]
+    fn discarding_drops_only_covered_messages_and_frees_their_room() {
+        let q = Outbound::new(3);
+        let message = |seq: u64| {
+            Frame::message(
+                seq,
+                "m",
+                "c",
+                crate::transport::frame::StreamKind::Broadcast,
+                &serde_json::value::RawValue::from_string("1".into()).expect("json"),
+            )
+        };
+        for seq in [3, 4, 5] {
+            assert_eq!(q.push_frame(&message(seq)), Pushed::Queued);
+        }
+        q.push_ping();
+        q.discard_through(4);
+        assert_eq!(q.len(), 1, "two of three frames dropped");
+        assert_eq!(q.push_frame(&message(6)), Pushed::Queued, "room again");
+        let mut out = VecDeque::new();
+        q.take(&mut out);
+        assert_eq!(
+            Vec::from(out),
+            [
+                Outgoing::Frame(message(5)),
+                Outgoing::Ping,
+                Outgoing::Frame(message(6))
+            ]
+        );
     }
 
     #[test]

@@ -320,12 +320,9 @@ impl Registry {
 }
 
 fn queue(conn: &Conn, frame: &Frame, delivered: &mut Delivered) {
-    if conn.is_below_floor(frame.seq()) {
-        return;
-    }
     match conn.outbound.push_frame(frame) {
         Pushed::Queued | Pushed::Written => delivered.queued[conn.transport.index()] += 1,
         Pushed::Overflowed => delivered.slow += 1,
-        Pushed::Closing => {}
+        Pushed::Closing | Pushed::Covered => {}
     }
 }

@@ -435,7 +435,6 @@ impl Shared {
         frames.push(Frame::recover(complete, &position.to_string()));
         frames.extend(history);
         let conn = &attached.conn;
-        conn.set_floor(position.seq);
         if open.transport == Transport::Poll && news {
             self.release(conn);
             let mut live = std::collections::VecDeque::new();
@@ -446,7 +445,12 @@ impl Shared {
             }));
             return Ok(Opened::Ready(frames));
         }
-        if open.transport != Transport::Poll {
+        if open.transport == Transport::Poll {
+            // Parked with nothing to answer yet: a live copy of a message
+            // the cursor covers may have been queued during the history
+            // read; it must not be the answer.
+            conn.outbound.discard_through(position.seq);
+        } else {
             conn.outbound.push_resume(frames, position.seq);
         }
         Ok(Opened::Attached(attached))
