@@ -1,95 +1,112 @@
-//! The fan-out thread: delivers numbered messages to this process's
-//! connections, one message after another, off the async runtime.
+//! The fan-out threads: deliver numbered messages to this process's
+//! connections, in sequence order, off the async runtime.
 //!
 //! Delivering a broadcast costs one `send` per recipient (an idle
 //! WebSocket's frame is written straight to its socket, see
 //! `session::outbound`): some 10 µs each, so 0.1 to 0.2 s for 10,000 to
 //! 19,000 connections. Inside an async task that would hold a runtime
 //! worker as long; under a bus's publish lock it would hold back every
-//! connect. So a bus numbers and records a message under its lock, hands
-//! it here before letting go of the lock (so messages arrive in sequence
-//! order), and this one thread delivers them in that order. A connection
+//! connect. So a bus numbers and records a message under its lock and
+//! hands it here before letting go of the lock (so messages arrive in
+//! sequence order). One thread per core (a *lane*) delivers each message
+//! to its share of the connections (`session::Lane`), one message after
+//! another: a connection gets every message from the same thread, in
+//! order, and a broadcast's sends are spread over the cores. A connection
 //! that resumed from history past a message skips it by its floor
 //! (`Outbound::discard_through`), so nothing is delivered twice.
 
-use std::sync::Arc;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, mpsc};
 
+use parking_lot::Mutex;
 use tracing::error;
 
 use crate::api::push::PushTarget;
-use crate::session::Registry;
+use crate::session::{Lane, Registry};
 use crate::transport::frame::Frame;
 
-/// What to run once a message reached every connection it should.
+/// What to run once a message reached every connection it should (on the
+/// lane that finished last). Two messages' `then`s may run at once, on two
+/// lanes, so what they record must only move forward (`fetch_max`).
 pub type Then = Box<dyn FnOnce() + Send>;
 
-enum Job {
-    Deliver {
-        frame: Frame,
-        target: PushTarget,
-        then: Option<Then>,
-    },
-    Run(Then),
+/// One message, shared by every lane.
+struct Job {
+    /// `None` for [`Fanout::after`]: nothing to deliver, only `then`.
+    message: Option<(Frame, PushTarget)>,
+    then: Mutex<Option<Then>>,
+    /// Lanes that have not finished with it yet.
+    pending: AtomicUsize,
 }
 
-/// Hands messages to the fan-out thread. Dropping it lets the thread
-/// finish what it holds and exit.
+/// Hands messages to the fan-out threads. Dropping it lets the threads
+/// finish what they hold and exit.
 #[derive(Debug)]
 pub struct Fanout {
-    jobs: mpsc::Sender<Job>,
+    lanes: Vec<mpsc::Sender<Arc<Job>>>,
 }
 
 impl Fanout {
-    /// Starts the thread delivering to `registry`'s connections.
+    /// Starts one thread per available core delivering to `registry`'s
+    /// connections.
     pub fn start(registry: Arc<Registry>) -> std::io::Result<Self> {
-        let (jobs, queue) = mpsc::channel::<Job>();
-        std::thread::Builder::new()
-            .name("pushgate-fanout".into())
-            .spawn(move || {
-                for job in queue {
-                    match job {
-                        Job::Deliver {
-                            frame,
-                            target,
-                            then,
-                        } => {
-                            match &target {
-                                PushTarget::Broadcast => registry.broadcast(&frame),
-                                PushTarget::Users(users) => registry.send_to(users, &frame),
+        let lanes = std::thread::available_parallelism().map_or(1, usize::from);
+        Self::with_lanes(registry, lanes)
+    }
+
+    /// Starts `lanes` threads (at least 1).
+    pub fn with_lanes(registry: Arc<Registry>, lanes: usize) -> std::io::Result<Self> {
+        let count = lanes.max(1) as u64;
+        let mut senders = Vec::with_capacity(count as usize);
+        for index in 0..count {
+            let (jobs, queue) = mpsc::channel::<Arc<Job>>();
+            let registry = Arc::clone(&registry);
+            let lane = Lane { index, count };
+            std::thread::Builder::new()
+                .name(format!("pushgate-fanout-{index}"))
+                .spawn(move || {
+                    for job in queue {
+                        if let Some((frame, target)) = &job.message {
+                            match target {
+                                PushTarget::Broadcast => registry.broadcast(frame, lane),
+                                PushTarget::Users(users) => registry.send_to(users, frame, lane),
                             };
-                            if let Some(then) = then {
-                                then();
-                            }
                         }
-                        Job::Run(then) => then(),
+                        if job.pending.fetch_sub(1, Ordering::AcqRel) == 1
+                            && let Some(then) = job.then.lock().take()
+                        {
+                            then();
+                        }
                     }
-                }
-            })?;
-        Ok(Self { jobs })
+                })?;
+            senders.push(jobs);
+        }
+        Ok(Self { lanes: senders })
     }
 
     /// Queues `frame` for `target`, after every message handed over
-    /// before it; `then` runs once it is delivered.
+    /// before it; `then` runs once every lane has delivered it.
     pub fn deliver(&self, frame: Frame, target: PushTarget, then: Option<Then>) {
-        self.send(Job::Deliver {
-            frame,
-            target,
-            then,
-        });
+        self.send(Some((frame, target)), then);
     }
 
-    /// Runs `then` on the fan-out thread once every message handed over
-    /// before it is delivered.
+    /// Runs `then` once every message handed over before it is delivered.
     pub fn after(&self, then: Then) {
-        self.send(Job::Run(then));
+        self.send(None, Some(then));
     }
 
-    fn send(&self, job: Job) {
-        if self.jobs.send(job).is_err() {
-            // Only if the thread died, which it does not by design: say so
-            // loudly rather than lose messages quietly.
-            error!("the fan-out thread is gone; a message was not delivered");
+    fn send(&self, message: Option<(Frame, PushTarget)>, then: Option<Then>) {
+        let job = Arc::new(Job {
+            message,
+            then: Mutex::new(then),
+            pending: AtomicUsize::new(self.lanes.len()),
+        });
+        for lane in &self.lanes {
+            if lane.send(Arc::clone(&job)).is_err() {
+                // Only if a thread died, which it does not by design: say
+                // so loudly rather than lose messages quietly.
+                error!("a fan-out thread is gone; a message was not delivered");
+            }
         }
     }
 }
@@ -140,7 +157,7 @@ mod tests {
     }
 
     #[test]
-    fn messages_arrive_in_order_and_each_then_runs_after_its_delivery() {
+    fn each_connection_gets_messages_in_order_whichever_lane_it_is_in() {
         let registry = registry();
         let alice = registry
             .attach(user("alice"), Transport::Ws, None, 0)
@@ -150,7 +167,7 @@ mod tests {
             .attach(user("bob"), Transport::Ws, None, 0)
             .expect("room")
             .conn;
-        let fanout = Fanout::start(Arc::clone(&registry)).expect("thread");
+        let fanout = Fanout::with_lanes(Arc::clone(&registry), 2).expect("threads");
         let (done, finished) = mpsc::channel();
         for seq in 1..=50 {
             let target = if seq % 2 == 0 {
@@ -165,8 +182,11 @@ mod tests {
                 Some(Box::new(move || done.send(seq).expect("test alive"))),
             );
         }
-        let order: Vec<u64> = (0..50).map(|_| finished.recv().expect("ran")).collect();
-        assert_eq!(order, (1..=50).collect::<Vec<_>>());
+        let mut ran: Vec<u64> = (0..50).map(|_| finished.recv().expect("ran")).collect();
+        // Two lanes may finish two messages at once, so the `then`s can
+        // run out of order; each runs once.
+        ran.sort_unstable();
+        assert_eq!(ran, (1..=50).collect::<Vec<_>>());
         assert_eq!(seqs(&alice), (1..=50).collect::<Vec<_>>());
         assert_eq!(seqs(&bob), (2..=50).step_by(2).collect::<Vec<_>>());
     }
@@ -179,7 +199,7 @@ mod tests {
             .expect("room")
             .conn;
         conn.outbound.discard_through(3);
-        let fanout = Fanout::start(Arc::clone(&registry)).expect("thread");
+        let fanout = Fanout::with_lanes(Arc::clone(&registry), 3).expect("threads");
         let (done, finished) = mpsc::channel();
         for seq in 1..=5 {
             let done = done.clone();

@@ -137,7 +137,7 @@ impl MemoryBus {
         let delivered = Arc::clone(&self.delivered);
         let seq = cursor.seq;
         let then = Box::new(move || {
-            delivered.store(seq, Ordering::Release);
+            delivered.fetch_max(seq, Ordering::AcqRel);
             let _ = done.send(());
         });
         self.fanout.deliver(frame, message.target, Some(then));

@@ -9,5 +9,5 @@ pub mod user_id;
 
 pub use conn::{Conn, ConnId, Transport};
 pub use outbound::{DirectWrite, Outbound, Outgoing, Pushed};
-pub use registry::{AtCapacity, Attached, Registry, Session, User};
+pub use registry::{AtCapacity, Attached, Lane, Registry, Session, User};
 pub use user_id::{BadUserId, UserId};

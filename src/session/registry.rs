@@ -94,6 +94,28 @@ pub struct Attached {
     pub replaced: Option<Arc<Conn>>,
 }
 
+/// A share of the connections, for fan-out threads that split every
+/// message between them: connection `id` is lane `id % count`'s. A
+/// connection stays in one lane for its life, so it receives every message
+/// from one thread, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lane {
+    /// Which share.
+    pub index: u64,
+    /// How many shares (at least 1).
+    pub count: u64,
+}
+
+impl Lane {
+    /// Every connection.
+    pub const ALL: Self = Self { index: 0, count: 1 };
+
+    /// Whether connection `id` is in this lane.
+    pub fn owns(self, id: ConnId) -> bool {
+        id % self.count == self.index
+    }
+}
+
 /// Deliveries made by one fan-out.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Delivered {
@@ -276,30 +298,38 @@ impl Registry {
             .collect()
     }
 
-    /// Every live connection, for drain, shutdown and broadcasts.
+    /// Every live connection, for drain and shutdown.
     pub fn all_connections(&self) -> Vec<Arc<Conn>> {
         self.conns.iter().map(|c| Arc::clone(c.value())).collect()
     }
 
-    /// Queues `frame` on every live connection.
-    pub fn broadcast(&self, frame: &Frame) -> Delivered {
+    /// Delivers `frame` to every live connection of `lane`.
+    pub fn broadcast(&self, frame: &Frame, lane: Lane) -> Delivered {
         // A snapshot first: delivering may write to sockets, which must not
         // happen under the map's shard locks (connects and disconnects
         // would wait for it).
+        let conns: Vec<Arc<Conn>> = self
+            .conns
+            .iter()
+            .filter(|c| lane.owns(*c.key()))
+            .map(|c| Arc::clone(c.value()))
+            .collect();
         let mut delivered = Delivered::default();
-        for conn in &self.all_connections() {
+        for conn in &conns {
             queue(conn, frame, &mut delivered);
         }
         self.count(delivered)
     }
 
-    /// Queues `frame` on every connection of each of `users`.
-    pub fn send_to(&self, users: &[UserId], frame: &Frame) -> Delivered {
+    /// Delivers `frame` to every connection of `lane` of each of `users`.
+    pub fn send_to(&self, users: &[UserId], frame: &Frame, lane: Lane) -> Delivered {
         let mut delivered = Delivered::default();
         for user in users {
-            if let Some(user) = self.users.get(user) {
-                for conn in user.conns.lock().iter() {
-                    queue(conn, frame, &mut delivered);
+            if let Some(user) = self.user(user) {
+                for conn in user.connections() {
+                    if lane.owns(conn.id) {
+                        queue(&conn, frame, &mut delivered);
+                    }
                 }
             }
         }
