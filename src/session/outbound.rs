@@ -330,6 +330,102 @@ mod tests {
         Frame::error("test", s)
     }
 
+    /// A socket that takes at most `room` more bytes, recording them.
+    #[derive(Debug, Default)]
+    struct FakeSocket {
+        wire: Mutex<Vec<u8>>,
+        room: Mutex<usize>,
+    }
+
+    impl FakeSocket {
+        fn with_room(room: usize) -> Arc<Self> {
+            let socket = Self::default();
+            *socket.room.lock() = room;
+            Arc::new(socket)
+        }
+    }
+
+    impl DirectWrite for FakeSocket {
+        fn try_write(&self, bytes: &[u8]) -> io::Result<usize> {
+            let mut room = self.room.lock();
+            if *room == 0 {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let n = bytes.len().min(*room);
+            *room -= n;
+            self.wire.lock().extend_from_slice(&bytes[..n]);
+            Ok(n)
+        }
+    }
+
+    /// What the task would write for `items`, as a WebSocket.
+    fn wire_of(items: VecDeque<Outgoing>) -> Vec<u8> {
+        let mut out = Vec::new();
+        for item in items {
+            match item {
+                Outgoing::Frame(frame) => out.extend_from_slice(frame.ws()),
+                Outgoing::Raw(bytes) => out.extend_from_slice(&bytes),
+                Outgoing::Ping => out.extend_from_slice(ws_codec::PING),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn an_idle_socket_is_written_directly_and_the_task_is_not_woken() {
+        let q = Outbound::new(4);
+        let socket = FakeSocket::with_room(1 << 20);
+        q.set_direct(socket.clone());
+        assert_eq!(q.push_frame(&frame("a")), Pushed::Written);
+        q.push_ping();
+        assert!(q.is_empty(), "nothing queued");
+        let want: Vec<u8> = [&frame("a").ws()[..], ws_codec::PING].concat();
+        assert_eq!(*socket.wire.lock(), want);
+    }
+
+    #[test]
+    fn what_does_not_fit_is_queued_and_everything_after_it_waits_for_the_task() {
+        let q = Outbound::new(8);
+        let (a, b, c) = (frame("first"), frame("second"), frame("third"));
+        // Room for part of the first frame only.
+        let socket = FakeSocket::with_room(5);
+        q.set_direct(socket.clone());
+        assert_eq!(q.push_frame(&a), Pushed::Queued, "the rest is queued");
+        *socket.room.lock() = 1 << 20;
+        // The socket has room again, but the queue is not empty: in order.
+        assert_eq!(q.push_frame(&b), Pushed::Queued);
+        let mut batch = VecDeque::new();
+        q.take(&mut batch);
+        // The task holds the batch: producers still queue behind it.
+        assert_eq!(q.push_frame(&c), Pushed::Queued);
+        let written = wire_of(std::mem::take(&mut batch));
+        q.done_writing();
+        q.take(&mut batch);
+        let written = [written, wire_of(std::mem::take(&mut batch))].concat();
+        q.done_writing();
+        // Idle again: direct once more.
+        assert_eq!(q.push_frame(&a), Pushed::Written);
+        let mut wire = socket.wire.lock().clone();
+        let direct_tail = wire.split_off(5);
+        let whole: Vec<u8> = [&wire[..], &written[..], &direct_tail[..]].concat();
+        let want: Vec<u8> = [a.ws(), b.ws(), c.ws(), a.ws()]
+            .iter()
+            .flat_map(|bytes| bytes.iter().copied())
+            .collect();
+        assert_eq!(whole, want, "the byte stream is the pushes in order");
+    }
+
+    #[test]
+    fn a_full_socket_queues_and_counts_against_the_limit() {
+        let q = Outbound::new(2);
+        q.set_direct(FakeSocket::with_room(0));
+        assert_eq!(q.push_frame(&frame("a")), Pushed::Queued);
+        assert_eq!(q.push_frame(&frame("b")), Pushed::Queued);
+        assert_eq!(q.push_frame(&frame("c")), Pushed::Overflowed);
+        q.clear_direct();
+    }
+
     #[test]
     fn overflow_clears_the_queue_and_queues_a_slow_close() {
         let q = Outbound::new(2);
