@@ -85,6 +85,9 @@ struct State {
     floor: u64,
 }
 
+/// A WebSocket ping as shared bytes.
+static PING: Bytes = Bytes::from_static(ws_codec::PING);
+
 /// How a direct write went.
 enum Direct {
     /// All of it is on the socket.
@@ -106,14 +109,17 @@ impl State {
         self.frames = self.frames.saturating_sub(dropped);
     }
 
-    /// Writes `bytes` to the socket if the socket is free: nothing queued,
-    /// nothing being written. `None` when it must be queued instead
-    /// (no direct socket, busy, or the socket's buffer is full).
-    fn try_direct(&self, bytes: &Bytes) -> Option<Direct> {
+    /// Writes `bytes()` to the socket if the socket is free: nothing
+    /// queued, nothing being written. `None` when it must be queued
+    /// instead (no direct socket, busy, or the socket's buffer is full).
+    /// The bytes are asked for only then, so a frame that never meets a
+    /// WebSocket is never framed for one.
+    fn try_direct<'f>(&self, bytes: impl FnOnce() -> &'f Bytes) -> Option<Direct> {
         let socket = self.direct.as_ref()?;
         if self.writing || !self.items.is_empty() {
             return None;
         }
+        let bytes = bytes();
         match socket.try_write(bytes) {
             Ok(n) if n == bytes.len() => Some(Direct::Written),
             Ok(n) => Some(Direct::Rest(bytes.slice(n..))),
@@ -160,7 +166,7 @@ impl Outbound {
             self.ready.notify_one();
             return Pushed::Overflowed;
         }
-        let item = match state.try_direct(frame.ws()) {
+        let item = match state.try_direct(|| frame.ws()) {
             Some(Direct::Written) => return Pushed::Written,
             Some(Direct::Rest(rest)) => Outgoing::Raw(rest),
             None => Outgoing::Frame(frame.clone()),
@@ -231,7 +237,7 @@ impl Outbound {
         if state.closing_since.is_some() || pending {
             return;
         }
-        let item = match state.try_direct(&Bytes::from_static(ws_codec::PING)) {
+        let item = match state.try_direct(|| &PING) {
             Some(Direct::Written) => return,
             Some(Direct::Rest(rest)) => Outgoing::Raw(rest),
             None => Outgoing::Ping,
