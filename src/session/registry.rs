@@ -107,9 +107,6 @@ pub struct Lane {
 }
 
 impl Lane {
-    /// Every connection.
-    pub const ALL: Self = Self { index: 0, count: 1 };
-
     /// Whether connection `id` is in this lane.
     pub fn owns(self, id: ConnId) -> bool {
         id % self.count == self.index
@@ -325,10 +322,13 @@ impl Registry {
     pub fn send_to(&self, users: &[UserId], frame: &Frame, lane: Lane) -> Delivered {
         let mut delivered = Delivered::default();
         for user in users {
+            // The user object is cloned out of the map so no shard lock is
+            // held while writing; its connection list stays locked (a user
+            // has a handful, and only its own attach and detach wait).
             if let Some(user) = self.user(user) {
-                for conn in user.connections() {
+                for conn in user.conns.lock().iter() {
                     if lane.owns(conn.id) {
-                        queue(&conn, frame, &mut delivered);
+                        queue(conn, frame, &mut delivered);
                     }
                 }
             }
