@@ -21,6 +21,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+
 use dashmap::DashMap;
 use dashmap::mapref::entry::Entry;
 use governor::clock::{Clock, DefaultClock};
@@ -196,23 +198,39 @@ impl Drop for PeerPermit {
 /// A client's socket together with its permit: the count is released
 /// exactly when the socket is dropped, wherever it went (hyper's upgraded
 /// WebSocket, a TLS stream wrapping it).
+///
+/// It may also carry bytes already read from the socket (by the front door
+/// that reads request heads itself): reads return those first.
 #[derive(Debug)]
 pub struct PeerStream<S> {
     inner: S,
     permit: PeerPermit,
+    unread: Bytes,
 }
 
 impl<S> PeerStream<S> {
     /// Ties `permit` to `inner`.
     pub fn new(inner: S, permit: PeerPermit) -> Self {
-        Self { inner, permit }
+        Self {
+            inner,
+            permit,
+            unread: Bytes::new(),
+        }
     }
 
-    /// The socket and its permit apart, for a holder that keeps both for
-    /// as long as the socket lives (a WebSocket sharing its socket with the
-    /// fan-out).
-    pub fn into_parts(self) -> (S, PeerPermit) {
-        (self.inner, self.permit)
+    /// Gives back bytes read from the socket but not consumed: the next
+    /// reads return them before anything from the socket.
+    pub fn with_unread(mut self, unread: Bytes) -> Self {
+        self.unread = unread;
+        self
+    }
+
+    /// The socket, its permit and what was read from it but not consumed,
+    /// apart: for a holder that keeps the permit for as long as the socket
+    /// lives (a WebSocket sharing its socket with the fan-out, a poll or SSE
+    /// stream served on the raw socket).
+    pub fn into_parts(self) -> (S, PeerPermit, Bytes) {
+        (self.inner, self.permit, self.unread)
     }
 
     /// The socket.
@@ -227,6 +245,11 @@ impl<S: AsyncRead + Unpin> AsyncRead for PeerStream<S> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        if !self.unread.is_empty() {
+            let n = self.unread.len().min(buf.remaining());
+            buf.put_slice(&self.unread.split_to(n));
+            return Poll::Ready(Ok(()));
+        }
         Pin::new(&mut self.inner).poll_read(cx, buf)
     }
 }

@@ -4,6 +4,8 @@
 //! TLS when configured) before hyper sees it.
 
 pub mod admission;
+pub mod front;
+pub mod head;
 pub mod tls;
 
 use std::future::Future;

@@ -1,5 +1,6 @@
 //! One accepted TCP connection on the main listener: the per-address
-//! limits, then TLS if configured, then HTTP.
+//! limits, then TLS if configured, then HTTP (on plain TCP through the
+//! front door, which serves polls and event streams on the raw socket).
 //!
 //! A refused connection costs as little as possible. On a plain listener it
 //! gets a `503 ip_limit` answer to its first request (within
@@ -21,7 +22,7 @@ use tokio::time::{Duration, Instant, timeout_at};
 use tokio_rustls::TlsAcceptor;
 use tracing::debug;
 
-use super::{http1, stopped};
+use super::{front, http1, stopped};
 use crate::api::error::ApiError;
 use crate::api::router;
 use crate::gateway::Gateway;
@@ -110,7 +111,10 @@ impl Admission {
         let stream = PeerStream::new(stream, permit);
         let gw = Arc::clone(&self.gw);
         match &self.tls {
-            None => tokio::spawn(serve_http(gw, stream, peer, phase)),
+            None => match phase {
+                Phase::Serving(stop) => tokio::spawn(front::serve(gw, stream, peer, stop)),
+                Phase::Draining => tokio::spawn(serve_http(gw, stream, peer, phase)),
+            },
             Some(tls) => {
                 let refusals = Arc::clone(&self.refusals);
                 tokio::spawn(serve_tls(gw, tls.clone(), refusals, stream, peer, phase))
@@ -119,9 +123,9 @@ impl Admission {
     }
 }
 
-/// Serves HTTP/1.1 on `io` until it closes, or for one request while
-/// draining.
-async fn serve_http<I>(gw: Arc<Gateway>, io: I, peer: SocketAddr, phase: Phase)
+/// Serves HTTP/1.1 on `io` with hyper until it closes, or for one request
+/// while draining.
+pub(super) async fn serve_http<I>(gw: Arc<Gateway>, io: I, peer: SocketAddr, phase: Phase)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {

@@ -10,20 +10,33 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use bytes::BytesMut;
 use hyper::header::{self, HeaderValue};
 use hyper::{Request, Response};
+use tokio::net::TcpStream;
 
-use super::client::{self, ClientError};
-use super::cors;
+use super::client::{self, Client, ClientError};
+use super::{cors, wire};
 use crate::api::{Body, full};
 use crate::bus::{Open, Opened};
 use crate::gateway::Gateway;
+use crate::server::head::Head;
 use crate::session::{Attached, Conn, Outgoing, Transport, User};
 use crate::transport::frame::{Frame, ReconnectReason, json_array};
 
 /// Answers `GET /poll`.
+///
+/// The request is dropped once admitted: a parked poll keeps only what
+/// its answer needs (the `Origin`, for CORS).
 pub async fn poll<B>(gw: &Arc<Gateway>, req: Request<B>) -> Response<Body> {
-    let mut resp = match answer(gw, &req).await {
+    let origin = cors::origin_of(req.headers()).map(str::to_owned);
+    let admitted = client::admit(gw, &req, Transport::Poll);
+    drop(req);
+    let answered = match admitted {
+        Ok(client) => answer(gw, client).await,
+        Err(err) => Err(err),
+    };
+    let mut resp = match answered {
         Ok(frames) => {
             let mut resp = Response::new(full(json_array(frames.iter().map(|f| f.json()))));
             let headers = resp.headers_mut();
@@ -36,16 +49,32 @@ pub async fn poll<B>(gw: &Arc<Gateway>, req: Request<B>) -> Response<Body> {
         }
         Err(err) => err.into_response(),
     };
-    cors::decorate(
-        &gw.origins,
-        cors::origin_of(req.headers()),
-        resp.headers_mut(),
-    );
+    cors::decorate(&gw.origins, origin.as_deref(), resp.headers_mut());
     resp
 }
 
-async fn answer<B>(gw: &Arc<Gateway>, req: &Request<B>) -> Result<Vec<Frame>, ClientError> {
-    let client = client::admit(gw, req, Transport::Poll)?;
+/// Serves one `GET /poll` on the raw socket (the front door's): parks it
+/// while the client stays, then writes the answer. Returns whether the
+/// connection stays open for the next request.
+pub async fn answer_raw(
+    gw: &Arc<Gateway>,
+    tcp: &TcpStream,
+    head: Head,
+    pipelined: &mut BytesMut,
+) -> bool {
+    let keep_alive = head.keep_alive;
+    let answer = poll(gw, head.request);
+    tokio::pin!(answer);
+    let resp = tokio::select! {
+        resp = &mut answer => resp,
+        // Dropping the parked poll detaches it.
+        () = wire::closed(tcp, pipelined) => return false,
+    };
+    let bytes = wire::encode(resp, keep_alive).await;
+    wire::write_all(tcp, &bytes).await.is_ok() && keep_alive
+}
+
+async fn answer(gw: &Arc<Gateway>, client: Client) -> Result<Vec<Frame>, ClientError> {
     let opened = gw
         .bus
         .open(Open {

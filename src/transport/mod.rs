@@ -7,4 +7,5 @@ pub mod frame;
 pub mod longpoll;
 pub mod sse;
 pub mod websocket;
+pub mod wire;
 pub mod ws_codec;

@@ -3,9 +3,13 @@
 //! `text/event-stream`; each frame is an event whose `event:` is the frame
 //! type, `data:` the JSON frame and `id:` its cursor, so the browser's
 //! automatic `Last-Event-ID` resumes. Comment pings come from the
-//! connection's timer entry. The response body is the connection's one
-//! task: hyper polls it, and dropping it (the client left) releases the
-//! connection.
+//! connection's timer entry.
+//!
+//! On plain TCP the front door serves the stream on the raw socket
+//! ([`serve_raw`]): its task writes a chunk per batch of events, and holds
+//! no buffer between them. Over TLS (or on a connection hyper already
+//! serves) the response body is the connection's one task: hyper polls it,
+//! and dropping it (the client left) releases the connection.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -15,15 +19,19 @@ use bytes::{Bytes, BytesMut};
 use futures_util::{StreamExt, stream};
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame as BodyFrame;
-use hyper::header::{self, HeaderValue};
+use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::http::response::Parts;
 use hyper::{Request, Response};
+use tokio::net::TcpStream;
 use tracing::debug;
 
 use super::client;
 use super::cors;
+use super::wire::{self, Length};
 use crate::api::Body;
 use crate::bus::{Open, Opened};
 use crate::gateway::Gateway;
+use crate::server::head::Head;
 use crate::session::{Conn, Outgoing, Transport};
 use crate::transport::frame::{Frame, sse_comment};
 
@@ -40,6 +48,96 @@ pub async fn stream<B>(gw: &Arc<Gateway>, req: Request<B>) -> Response<Body> {
     };
     cors::decorate(&gw.origins, origin.as_deref(), resp.headers_mut());
     resp
+}
+
+/// Serves one `GET /sse` on the raw socket (the front door's): a JSON
+/// error, or the stream until it ends. Returns whether the connection
+/// stays open for the next request (after an error answer, or a stream
+/// that ended with its `close` or `reconnect` event).
+pub async fn serve_raw(
+    gw: &Arc<Gateway>,
+    tcp: &TcpStream,
+    head: Head,
+    pipelined: &mut BytesMut,
+) -> bool {
+    let keep_alive = head.keep_alive;
+    let origin = cors::origin_of(head.request.headers()).map(str::to_owned);
+    let opened = open(gw, &head.request).await;
+    drop(head);
+    let mut resp = match opened {
+        Ok(conn) => {
+            let mut resp = Response::new(());
+            stream_headers(resp.headers_mut());
+            cors::decorate(&gw.origins, origin.as_deref(), resp.headers_mut());
+            drop(origin);
+            let (parts, ()) = resp.into_parts();
+            let ended = write_events(gw, tcp, &conn, &parts, keep_alive, pipelined).await;
+            gw.release(&conn);
+            debug!(conn_id = conn.id, transport = "sse", "connection closed");
+            return ended && keep_alive;
+        }
+        Err(err) => err.into_response(),
+    };
+    cors::decorate(&gw.origins, origin.as_deref(), resp.headers_mut());
+    let bytes = wire::encode(resp, keep_alive).await;
+    wire::write_all(tcp, &bytes).await.is_ok() && keep_alive
+}
+
+/// The stream on the raw socket: the head, then a chunk per batch of
+/// events. Returns true once an end event and the last chunk are written;
+/// false if the client left or the connection was killed first.
+async fn write_events(
+    gw: &Gateway,
+    tcp: &TcpStream,
+    conn: &Conn,
+    parts: &Parts,
+    keep_alive: bool,
+    pipelined: &mut BytesMut,
+) -> bool {
+    let mut out = wire::response_head(parts, Length::Chunked, keep_alive);
+    wire::put_chunk(&mut out, &retry_field());
+    let mut batch = VecDeque::new();
+    let mut events = BytesMut::new();
+    loop {
+        // Every write is raced against `kill`, so a client that stops
+        // reading cannot hold its task past the close grace.
+        tokio::select! {
+            biased;
+            () = conn.killed() => return false,
+            written = wire::write_all(tcp, &out) => if written.is_err() {
+                return false;
+            },
+        }
+        // The client took the last chunk: its sign of life (an SSE client
+        // sends nothing once its request is in).
+        conn.touch(gw.now_ms());
+        conn.outbound.done_writing();
+        out.clear();
+        loop {
+            tokio::select! {
+                biased;
+                () = conn.killed() => return false,
+                () = wire::closed(tcp, pipelined) => return false,
+                () = conn.outbound.ready() => {}
+            }
+            conn.outbound.take(&mut batch);
+            let ended = encode_events(&mut batch, &mut events);
+            batch.clear();
+            wire::put_chunk(&mut out, &events);
+            events.clear();
+            if ended {
+                out.extend_from_slice(wire::LAST_CHUNK);
+                return tokio::select! {
+                    biased;
+                    () = conn.killed() => false,
+                    written = wire::write_all(tcp, &out) => written.is_ok(),
+                };
+            }
+            if !out.is_empty() {
+                break;
+            }
+        }
+    }
 }
 
 async fn open<B>(gw: &Arc<Gateway>, req: &Request<B>) -> Result<Arc<Conn>, client::ClientError> {
@@ -83,7 +181,7 @@ impl Drop for Events {
 }
 
 fn events(gw: Arc<Gateway>, conn: Arc<Conn>) -> Response<Body> {
-    let first = Bytes::from(format!("retry: {SSE_RETRY_MS}\n\n"));
+    let first = retry_field();
     let state = Events {
         gw,
         conn,
@@ -93,14 +191,46 @@ fn events(gw: Arc<Gateway>, conn: Arc<Conn>) -> Response<Body> {
     let body = stream::once(async move { Ok(BodyFrame::data(first)) })
         .chain(stream::unfold(state, next_chunk));
     let mut resp = Response::new(StreamBody::new(body).boxed_unsync());
-    let headers = resp.headers_mut();
+    stream_headers(resp.headers_mut());
+    resp
+}
+
+/// The headers of an event stream.
+fn stream_headers(headers: &mut HeaderMap) {
     headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/event-stream"),
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    resp
+}
+
+/// The first bytes of every stream: how long the browser waits to
+/// reconnect.
+fn retry_field() -> Bytes {
+    Bytes::from(format!("retry: {SSE_RETRY_MS}\n\n"))
+}
+
+/// Appends the events of everything in `batch` to `out`, up to and
+/// including an end (`close` or `reconnect`); returns whether it met one.
+fn encode_events(batch: &mut VecDeque<Outgoing>, out: &mut BytesMut) -> bool {
+    while let Some(item) = batch.pop_front() {
+        match item {
+            Outgoing::Frame(frame) => out.extend_from_slice(&frame.sse()),
+            Outgoing::Ping => out.extend_from_slice(&sse_comment("ping")),
+            // Only a WebSocket's direct socket leaves raw bytes.
+            Outgoing::Raw(bytes) => out.extend_from_slice(&bytes),
+            Outgoing::Close(reason) => {
+                out.extend_from_slice(&Frame::close(reason).sse());
+                return true;
+            }
+            Outgoing::Reconnect(frame) => {
+                out.extend_from_slice(&frame.sse());
+                return true;
+            }
+        }
+    }
+    false
 }
 
 /// The next chunk of events: everything queued, encoded; `None` ends the
@@ -122,24 +252,8 @@ async fn next_chunk(mut state: Events) -> Option<(Result<BodyFrame<Bytes>, Infal
         }
         state.conn.outbound.take(&mut state.batch);
         let mut chunk = BytesMut::new();
-        while let Some(item) = state.batch.pop_front() {
-            match item {
-                Outgoing::Frame(frame) => chunk.extend_from_slice(&frame.sse()),
-                Outgoing::Ping => chunk.extend_from_slice(&sse_comment("ping")),
-                // Only a WebSocket's direct socket leaves raw bytes.
-                Outgoing::Raw(bytes) => chunk.extend_from_slice(&bytes),
-                Outgoing::Close(reason) => {
-                    chunk.extend_from_slice(&Frame::close(reason).sse());
-                    state.ended = true;
-                    break;
-                }
-                Outgoing::Reconnect(frame) => {
-                    chunk.extend_from_slice(&frame.sse());
-                    state.ended = true;
-                    break;
-                }
-            }
-        }
+        state.ended = encode_events(&mut state.batch, &mut chunk);
+        state.batch.clear();
         if !chunk.is_empty() {
             return Some((Ok(BodyFrame::data(chunk.freeze())), state));
         }

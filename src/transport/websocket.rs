@@ -29,6 +29,7 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use tracing::{debug, trace, warn};
 
 use super::client::{self, ClientError};
+use super::wire;
 use super::ws_codec::{self, Inbound};
 use crate::api::Body;
 use crate::api::error::ApiError;
@@ -129,11 +130,18 @@ pub async fn upgrade(gw: &Arc<Gateway>, mut req: Request<Incoming>) -> Response<
             Ok(upgraded) => match upgraded.downcast::<TokioIo<PeerStream<TcpStream>>>() {
                 Ok(parts) => {
                     // Plain TCP: the fan-out may write to the socket itself.
-                    let (tcp, _permit) = parts.io.into_inner().into_parts();
+                    let (tcp, _permit, unread) = parts.io.into_inner().into_parts();
+                    // What hyper read past the handshake comes before what
+                    // the front door read and hyper had not asked for yet.
+                    let prefetched = if unread.is_empty() {
+                        parts.read_buf
+                    } else {
+                        [parts.read_buf, unread].concat().into()
+                    };
                     let tcp = Arc::new(tcp);
                     conn.outbound
                         .set_direct(Arc::clone(&tcp) as Arc<dyn DirectWrite>);
-                    serve(&gw, &conn, Socket::Tcp(tcp), parts.read_buf).await;
+                    serve(&gw, &conn, Socket::Tcp(tcp), prefetched).await;
                 }
                 Err(upgraded) => {
                     // TLS (or anything else): only the task writes.
@@ -194,19 +202,9 @@ impl Socket {
         }
     }
 
-    async fn write_all(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+    async fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
         match self {
-            Self::Tcp(tcp) => {
-                while !bytes.is_empty() {
-                    tcp.writable().await?;
-                    match tcp.try_write(bytes) {
-                        Ok(n) => bytes = &bytes[n..],
-                        Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
-                        Err(err) => return Err(err),
-                    }
-                }
-                Ok(())
-            }
+            Self::Tcp(tcp) => wire::write_all(tcp, bytes).await,
             Self::Stream(_, write) => {
                 write.write_all(bytes).await?;
                 write.flush().await

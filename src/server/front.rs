@@ -1,0 +1,127 @@
+//! The front door of a plain-TCP connection: it reads each request head
+//! itself, serves `GET /poll` and `GET /sse` on the raw socket, and hands
+//! the connection (with every byte it read) to hyper at the first other
+//! request, for good.
+//!
+//! Why: hyper 1.x holds an 8 KiB read buffer and an 8 KiB write buffer for
+//! a connection's whole life, so a parked poll or an open event stream
+//! would cost 16 KiB to wait. Served here, a waiting poll holds its task
+//! and its connection object and nothing else, and its answer is one
+//! write.
+//!
+//! What the front door serves it serves as hyper would (see
+//! `server::head` for which requests, `transport::wire` for the bytes):
+//! keep-alive, pipelined requests, `[server] header_timeout_secs` for each
+//! head (a connection silent that long is closed without an answer, as
+//! hyper does), and the graceful stop (a connection waiting for its next
+//! request closes).
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::admission::{self, Phase};
+use super::head::{self, Head, Native, Parsed};
+use super::{MAX_HEADERS, MAX_REQUEST_HEAD_BYTES};
+use crate::gateway::Gateway;
+use crate::peers::PeerStream;
+use crate::transport::{longpoll, sse};
+
+/// Bytes asked of the socket per read of a request head.
+const READ_CHUNK_BYTES: usize = 1024;
+
+/// What the connection sent next.
+enum Next {
+    /// A request the front door serves.
+    Native(Box<Head>, Native),
+    /// A request (or bytes) for hyper.
+    Other,
+    /// Nothing: closed, silent past the header timeout, or the server is
+    /// stopping.
+    Closed,
+}
+
+/// Serves a plain-TCP connection until it closes.
+pub async fn serve(
+    gw: Arc<Gateway>,
+    stream: PeerStream<TcpStream>,
+    peer: SocketAddr,
+    stop: watch::Receiver<bool>,
+) {
+    let (tcp, permit, unread) = stream.into_parts();
+    let mut buf = BytesMut::from(&unread[..]);
+    loop {
+        let (head, native) = match next_head(&gw, &tcp, &mut buf, &stop).await {
+            Next::Native(head, native) => (head, native),
+            Next::Other => break,
+            Next::Closed => return,
+        };
+        buf = rest_after(buf, head.len);
+        let open = match native {
+            Native::Poll => longpoll::answer_raw(&gw, &tcp, *head, &mut buf).await,
+            Native::Sse => sse::serve_raw(&gw, &tcp, *head, &mut buf).await,
+        };
+        if !open {
+            return;
+        }
+    }
+    let stream = PeerStream::new(tcp, permit).with_unread(buf.freeze());
+    admission::serve_http(gw, stream, peer, Phase::Serving(stop)).await;
+}
+
+/// Reads until `buf` holds a whole request head (or enough to know it is
+/// hyper's), within the header timeout.
+async fn next_head(
+    gw: &Gateway,
+    tcp: &TcpStream,
+    buf: &mut BytesMut,
+    stop: &watch::Receiver<bool>,
+) -> Next {
+    let deadline = Instant::now() + gw.config.server.header_timeout();
+    let mut stop = stop.clone();
+    loop {
+        if !buf.is_empty() {
+            match head::parse(buf, MAX_HEADERS) {
+                Parsed::Partial if buf.len() < MAX_REQUEST_HEAD_BYTES => {}
+                // Too long for a head: hyper answers 431.
+                Parsed::Partial | Parsed::Other => return Next::Other,
+                Parsed::Native(head, native) => return Next::Native(head, native),
+            }
+        }
+        tokio::select! {
+            _ = stop.wait_for(|stopped| *stopped) => return Next::Closed,
+            () = tokio::time::sleep_until(deadline) => return Next::Closed,
+            read = read_more(tcp, buf) => match read {
+                Ok(0) | Err(_) => return Next::Closed,
+                Ok(_) => {}
+            },
+        }
+    }
+}
+
+/// Reads what has arrived into `buf`: the count, 0 at the end of the
+/// stream.
+async fn read_more(tcp: &TcpStream, buf: &mut BytesMut) -> io::Result<usize> {
+    loop {
+        tcp.readable().await?;
+        buf.reserve(READ_CHUNK_BYTES);
+        match tcp.try_read_buf(buf) {
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+            read => return read,
+        }
+    }
+}
+
+/// What follows the head in `buf`: a pipelined request, usually nothing.
+/// Copied out, so a parked poll does not keep the head's buffer alive.
+fn rest_after(buf: BytesMut, head_len: usize) -> BytesMut {
+    match buf.get(head_len..) {
+        Some(rest) if !rest.is_empty() => BytesMut::from(rest),
+        _ => BytesMut::new(),
+    }
+}

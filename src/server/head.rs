@@ -1,0 +1,209 @@
+//! A request head read by the front door, and whether the front door
+//! serves the request itself.
+//!
+//! Pure: bytes in, a parsed head (or why not) out. Only requests the
+//! front door can answer exactly as hyper would are taken: `GET /poll` and
+//! `GET /sse` over HTTP/1.1 with no body, no `Expect` and no `Upgrade`.
+//! Anything else, malformed heads included, is left to hyper, which then
+//! answers it (or refuses it) the way it always does.
+
+use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
+use hyper::{Method, Request, Version};
+
+/// The endpoints the front door serves on the raw socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Native {
+    /// `GET /poll`
+    Poll,
+    /// `GET /sse`
+    Sse,
+}
+
+/// A complete request head.
+#[derive(Debug)]
+pub struct Head {
+    /// The request line and headers (no body).
+    pub request: Request<()>,
+    /// Bytes the head took, blank line included.
+    pub len: usize,
+    /// Whether the connection stays open after the answer (HTTP/1.1
+    /// without `Connection: close`).
+    pub keep_alive: bool,
+}
+
+/// What the bytes read so far hold.
+#[derive(Debug)]
+pub enum Parsed {
+    /// Not a whole head yet.
+    Partial,
+    /// A head the front door serves (boxed: the request is large, and
+    /// only passes through).
+    Native(Box<Head>, Native),
+    /// A head (or bytes) for hyper: another endpoint, another method or
+    /// version, a body, or something malformed.
+    Other,
+}
+
+/// Reads a request head from the start of `buf`, with at most
+/// `max_headers` headers.
+pub fn parse(buf: &[u8], max_headers: usize) -> Parsed {
+    let mut slots = vec![httparse::EMPTY_HEADER; max_headers];
+    let mut req = httparse::Request::new(&mut slots);
+    let len = match req.parse(buf) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) => return Parsed::Partial,
+        Err(_) => return Parsed::Other,
+    };
+    let native = match (req.method, req.path) {
+        (Some("GET"), Some(target)) => match target.split_once('?').map_or(target, |(p, _)| p) {
+            "/poll" => Native::Poll,
+            "/sse" => Native::Sse,
+            _ => return Parsed::Other,
+        },
+        _ => return Parsed::Other,
+    };
+    if req.version != Some(1) {
+        return Parsed::Other;
+    }
+    let Some(request) = request(&req) else {
+        return Parsed::Other;
+    };
+    if !bodiless(request.headers()) {
+        return Parsed::Other;
+    }
+    let keep_alive = !has_token(request.headers(), header::CONNECTION, "close");
+    Parsed::Native(
+        Box::new(Head {
+            request,
+            len,
+            keep_alive,
+        }),
+        native,
+    )
+}
+
+/// The parsed head as an `http` request, or `None` if a part does not
+/// convert (hyper then answers it).
+fn request(req: &httparse::Request<'_, '_>) -> Option<Request<()>> {
+    let mut headers = HeaderMap::with_capacity(req.headers.len());
+    for h in req.headers.iter() {
+        let name = HeaderName::from_bytes(h.name.as_bytes()).ok()?;
+        let value = HeaderValue::from_bytes(h.value).ok()?;
+        headers.append(name, value);
+    }
+    let mut request = Request::builder()
+        .method(Method::GET)
+        .version(Version::HTTP_11)
+        .uri(req.path?)
+        .body(())
+        .ok()?;
+    *request.headers_mut() = headers;
+    Some(request)
+}
+
+/// Whether the request has no body and asks for nothing but an answer: no
+/// `Transfer-Encoding`, no `Content-Length` but 0, no `Expect`, no `Upgrade`.
+fn bodiless(headers: &HeaderMap) -> bool {
+    let length_zero = headers
+        .get_all(header::CONTENT_LENGTH)
+        .iter()
+        .all(|v| v.as_bytes() == b"0");
+    length_zero
+        && !headers.contains_key(header::TRANSFER_ENCODING)
+        && !headers.contains_key(header::EXPECT)
+        && !headers.contains_key(header::UPGRADE)
+}
+
+fn has_token(headers: &HeaderMap, name: HeaderName, token: &str) -> bool {
+    headers.get_all(name).iter().any(|v| {
+        v.to_str()
+            .is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn native(text: &str) -> (Head, Native) {
+        match parse(text.as_bytes(), 64) {
+            Parsed::Native(head, native) => (*head, native),
+            other => panic!("not native: {other:?} for {text:?}"),
+        }
+    }
+
+    fn is_other(text: &str) -> bool {
+        matches!(parse(text.as_bytes(), 64), Parsed::Other)
+    }
+
+    #[test]
+    fn a_poll_head_is_served_natively_with_its_query_and_headers() {
+        let text = "GET /poll?token=abc&cursor=1-2 HTTP/1.1\r\nHost: x\r\nOrigin: https://a.example\r\n\r\nGET";
+        let (head, kind) = native(text);
+        assert_eq!(kind, Native::Poll);
+        assert_eq!(
+            head.len,
+            text.len() - 3,
+            "the pipelined bytes are not the head's"
+        );
+        assert!(head.keep_alive);
+        assert_eq!(head.request.uri().query(), Some("token=abc&cursor=1-2"));
+        assert_eq!(head.request.headers()["origin"], "https://a.example");
+        assert_eq!(native("GET /sse HTTP/1.1\r\n\r\n").1, Native::Sse);
+    }
+
+    #[test]
+    fn connection_close_ends_keep_alive() {
+        let (head, _) = native("GET /poll HTTP/1.1\r\nConnection: keep-alive, Close\r\n\r\n");
+        assert!(!head.keep_alive);
+    }
+
+    #[test]
+    fn a_head_cut_short_is_partial() {
+        let full = "GET /poll?token=abc HTTP/1.1\r\nHost: x\r\n\r\n";
+        for end in 0..full.len() {
+            assert!(
+                matches!(parse(&full.as_bytes()[..end], 64), Parsed::Partial),
+                "{end}"
+            );
+        }
+    }
+
+    #[test]
+    fn everything_else_is_left_to_hyper() {
+        for text in [
+            "POST /poll HTTP/1.1\r\n\r\n",
+            "OPTIONS /poll HTTP/1.1\r\n\r\n",
+            "HEAD /sse HTTP/1.1\r\n\r\n",
+            "GET /poll HTTP/1.0\r\n\r\n",
+            "GET /ws HTTP/1.1\r\n\r\n",
+            "GET /polls HTTP/1.1\r\n\r\n",
+            "GET /push HTTP/1.1\r\n\r\n",
+            "GET /poll HTTP/1.1\r\nContent-Length: 5\r\n\r\n",
+            "GET /poll HTTP/1.1\r\nContent-Length: 0\r\nContent-Length: 5\r\n\r\n",
+            "GET /poll HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "GET /sse HTTP/1.1\r\nExpect: 100-continue\r\n\r\n",
+            "GET /poll HTTP/1.1\r\nUpgrade: websocket\r\n\r\n",
+            "GET /poll HTTP/1.1\r\nBad Header: x\r\n\r\n",
+            "\u{1}\u{2}garbage\r\n\r\n",
+        ] {
+            assert!(is_other(text), "{text:?}");
+        }
+        assert!(
+            native("GET /poll HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
+                .0
+                .keep_alive
+        );
+    }
+
+    #[test]
+    fn too_many_headers_are_left_to_hyper() {
+        let mut text = String::from("GET /poll HTTP/1.1\r\n");
+        for i in 0..5 {
+            text.push_str(&format!("X-{i}: v\r\n"));
+        }
+        text.push_str("\r\n");
+        assert!(matches!(parse(text.as_bytes(), 5), Parsed::Native(..)));
+        assert!(matches!(parse(text.as_bytes(), 4), Parsed::Other));
+    }
+}

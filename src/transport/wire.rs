@@ -1,0 +1,243 @@
+//! HTTP/1.1 answers written on the raw socket (by the front door, for
+//! long-polls and SSE streams), and the socket writes they share with the
+//! WebSocket task.
+//!
+//! The bytes are what hyper writes for the same response: status line,
+//! the response's headers in lower case, `content-length` (or chunked
+//! transfer for a stream), `connection: close` when the connection ends
+//! after it, and `date`.
+
+use std::cell::RefCell;
+use std::io;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use http_body_util::BodyExt;
+use hyper::Response;
+use hyper::http::response::Parts;
+use tokio::net::TcpStream;
+
+use crate::api::Body;
+use crate::server::MAX_REQUEST_HEAD_BYTES;
+
+/// Bytes asked of the socket per read while an answer waits.
+const PIPELINED_CHUNK_BYTES: usize = 512;
+
+/// How the body of an answer is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Length {
+    /// `content-length: N`.
+    Fixed(usize),
+    /// `transfer-encoding: chunked`: a stream, each write a chunk.
+    Chunked,
+}
+
+/// The end of a chunked body.
+pub const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
+
+/// The status line and headers of `parts`, with the framing headers added.
+pub fn response_head(parts: &Parts, length: Length, keep_alive: bool) -> BytesMut {
+    let mut buf = BytesMut::with_capacity(256);
+    buf.put_slice(b"HTTP/1.1 ");
+    buf.put_slice(parts.status.as_str().as_bytes());
+    buf.put_u8(b' ');
+    buf.put_slice(parts.status.canonical_reason().unwrap_or("").as_bytes());
+    buf.put_slice(b"\r\n");
+    for (name, value) in &parts.headers {
+        put_header(&mut buf, name.as_str().as_bytes(), value.as_bytes());
+    }
+    match length {
+        Length::Fixed(n) => {
+            put_header(
+                &mut buf,
+                b"content-length",
+                itoa::Buffer::new().format(n).as_bytes(),
+            );
+        }
+        Length::Chunked => put_header(&mut buf, b"transfer-encoding", b"chunked"),
+    }
+    if !keep_alive {
+        put_header(&mut buf, b"connection", b"close");
+    }
+    with_date(|date| put_header(&mut buf, b"date", date));
+    buf.put_slice(b"\r\n");
+    buf
+}
+
+/// A whole answer with a fixed-length `body`.
+pub fn response(parts: &Parts, body: &[u8], keep_alive: bool) -> Bytes {
+    let mut buf = response_head(parts, Length::Fixed(body.len()), keep_alive);
+    buf.put_slice(body);
+    buf.freeze()
+}
+
+/// Appends `data` to `buf` as one chunk of a chunked body (nothing for no
+/// data: an empty chunk would end the body).
+pub fn put_chunk(buf: &mut BytesMut, data: &[u8]) {
+    if data.is_empty() {
+        return;
+    }
+    buf.put_slice(format!("{:x}\r\n", data.len()).as_bytes());
+    buf.put_slice(data);
+    buf.put_slice(b"\r\n");
+}
+
+/// `data` as one chunk of a chunked body.
+pub fn chunk(data: &[u8]) -> Bytes {
+    let mut buf = BytesMut::with_capacity(data.len() + 12);
+    put_chunk(&mut buf, data);
+    buf.freeze()
+}
+
+fn put_header(buf: &mut BytesMut, name: &[u8], value: &[u8]) {
+    buf.put_slice(name);
+    buf.put_slice(b": ");
+    buf.put_slice(value);
+    buf.put_slice(b"\r\n");
+}
+
+thread_local! {
+    /// The `date` value and the second it was formatted for.
+    static DATE: RefCell<(u64, String)> = const { RefCell::new((0, String::new())) };
+}
+
+/// Calls `f` with the current `date` value, formatted once a second per
+/// thread.
+fn with_date<R>(f: impl FnOnce(&[u8]) -> R) -> R {
+    let now = SystemTime::now();
+    let second = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    DATE.with_borrow_mut(|(at, text)| {
+        if *at != second || text.is_empty() {
+            *at = second;
+            *text = httpdate::fmt_http_date(now);
+        }
+        f(text.as_bytes())
+    })
+}
+
+/// A whole answer from a handler's response (whose body is in memory:
+/// every answer the front door writes this way is).
+pub async fn encode(resp: Response<Body>, keep_alive: bool) -> Bytes {
+    let (parts, body) = resp.into_parts();
+    let body = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(never) => match never {},
+    };
+    response(&parts, &body, keep_alive)
+}
+
+/// Completes when the client closes its side of the connection (or the
+/// socket fails): what a waiting answer watches for. Bytes the client
+/// sends meanwhile (a pipelined request) are kept in `pipelined`, up to a
+/// request head's limit; past it the socket is not read any more.
+pub async fn closed(tcp: &TcpStream, pipelined: &mut BytesMut) {
+    loop {
+        if pipelined.len() >= MAX_REQUEST_HEAD_BYTES {
+            std::future::pending::<()>().await;
+        }
+        if tcp.readable().await.is_err() {
+            return;
+        }
+        pipelined.reserve(PIPELINED_CHUNK_BYTES);
+        match tcp.try_read_buf(pipelined) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// Writes all of `bytes` to `tcp`, waiting for room as needed.
+pub async fn write_all(tcp: &TcpStream, mut bytes: &[u8]) -> io::Result<()> {
+    while !bytes.is_empty() {
+        tcp.writable().await?;
+        match tcp.try_write(bytes) {
+            Ok(n) => bytes = &bytes[n..],
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hyper::StatusCode;
+    use hyper::header::{self, HeaderValue};
+
+    fn parts(status: StatusCode) -> Parts {
+        let mut resp = Response::new(());
+        *resp.status_mut() = status;
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        resp.into_parts().0
+    }
+
+    /// Parses `bytes` as a response the way a client would.
+    fn parsed(bytes: &[u8]) -> (u16, Vec<(String, String)>, usize) {
+        let mut headers = [httparse::EMPTY_HEADER; 16];
+        let mut resp = httparse::Response::new(&mut headers);
+        let httparse::Status::Complete(len) = resp.parse(bytes).expect("a response") else {
+            panic!("incomplete head");
+        };
+        let headers = resp
+            .headers
+            .iter()
+            .map(|h| {
+                (
+                    h.name.to_owned(),
+                    String::from_utf8_lossy(h.value).into_owned(),
+                )
+            })
+            .collect();
+        (resp.code.expect("a status"), headers, len)
+    }
+
+    fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+        headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    #[test]
+    fn a_fixed_answer_carries_its_length_and_date() {
+        let bytes = response(&parts(StatusCode::OK), b"[1,2]", true);
+        let (status, headers, len) = parsed(&bytes);
+        assert_eq!(status, 200);
+        assert!(bytes.starts_with(b"HTTP/1.1 200 OK\r\n"));
+        assert_eq!(header(&headers, "content-type"), Some("application/json"));
+        assert_eq!(header(&headers, "content-length"), Some("5"));
+        assert_eq!(header(&headers, "connection"), None);
+        let date = header(&headers, "date").expect("a date");
+        assert!(httpdate::parse_http_date(date).is_ok(), "{date}");
+        assert_eq!(&bytes[len..], b"[1,2]");
+    }
+
+    #[test]
+    fn an_answer_that_ends_the_connection_says_so() {
+        let bytes = response(&parts(StatusCode::UNAUTHORIZED), b"{}", false);
+        let (status, headers, _) = parsed(&bytes);
+        assert_eq!(status, 401);
+        assert!(bytes.starts_with(b"HTTP/1.1 401 Unauthorized\r\n"));
+        assert_eq!(header(&headers, "connection"), Some("close"));
+    }
+
+    #[test]
+    fn a_stream_is_chunked() {
+        let head = response_head(&parts(StatusCode::OK), Length::Chunked, true);
+        let (_, headers, len) = parsed(&head);
+        assert_eq!(len, head.len());
+        assert_eq!(header(&headers, "transfer-encoding"), Some("chunked"));
+        assert_eq!(header(&headers, "content-length"), None);
+        assert_eq!(
+            &chunk(&[b'x'; 26])[..],
+            &b"1a\r\nxxxxxxxxxxxxxxxxxxxxxxxxxx\r\n"[..]
+        );
+        assert!(chunk(b"").is_empty(), "an empty chunk would end the body");
+    }
+}

@@ -1,0 +1,259 @@
+//! The front door (`server::front`): long-polls and SSE streams on plain
+//! TCP are served on the raw socket, as hyper would serve them: keep-alive,
+//! pipelined requests, `Connection: close`, a hand-over to hyper for any
+//! other request on the same connection, and a parked poll released when
+//! its client leaves.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::json;
+use support::{Gateway, token};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::{Instant, timeout};
+
+/// One HTTP answer read off a raw connection.
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).expect("a JSON body")
+    }
+}
+
+/// A client on one raw TCP connection, reading answers with a
+/// `content-length` in order.
+struct Client {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    async fn connect(gw: &Gateway) -> Self {
+        let stream = TcpStream::connect(gw.addr).await.expect("connect");
+        Self {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
+    async fn send(&mut self, text: &str) {
+        self.stream
+            .write_all(text.as_bytes())
+            .await
+            .expect("request written");
+    }
+
+    /// Reads more into the buffer; false at the end of the stream.
+    async fn fill(&mut self) -> bool {
+        let mut chunk = [0u8; 4096];
+        let n = timeout(Duration::from_secs(10), self.stream.read(&mut chunk))
+            .await
+            .expect("the server answered in time")
+            .unwrap_or(0);
+        self.buf.extend_from_slice(&chunk[..n]);
+        n > 0
+    }
+
+    /// The next whole answer (with a `content-length` body).
+    async fn answer(&mut self) -> Answer {
+        loop {
+            let mut slots = [httparse::EMPTY_HEADER; 32];
+            let mut resp = httparse::Response::new(&mut slots);
+            if let httparse::Status::Complete(len) = resp.parse(&self.buf).expect("HTTP") {
+                let headers: Vec<(String, String)> = resp
+                    .headers
+                    .iter()
+                    .map(|h| {
+                        let value = String::from_utf8_lossy(h.value).into_owned();
+                        (h.name.to_ascii_lowercase(), value)
+                    })
+                    .collect();
+                let status = resp.code.expect("a status");
+                let length: usize = headers
+                    .iter()
+                    .find(|(n, _)| n == "content-length")
+                    .map(|(_, v)| v.parse().expect("a length"))
+                    .expect("a content-length");
+                while self.buf.len() < len + length {
+                    assert!(self.fill().await, "closed amid a body");
+                }
+                let body = self.buf[len..len + length].to_vec();
+                self.buf.drain(..len + length);
+                return Answer {
+                    status,
+                    headers,
+                    body,
+                };
+            }
+            assert!(self.fill().await, "closed before an answer");
+        }
+    }
+
+    /// Waits until the server closes the connection, with nothing more
+    /// sent.
+    async fn closed(&mut self) {
+        assert!(!self.fill().await, "closed, nothing more: {:?}", self.buf);
+        assert!(self.buf.is_empty(), "unread: {:?}", self.buf);
+    }
+}
+
+fn poll_request(user: &str, extra: &str) -> String {
+    format!(
+        "GET /poll?token={} HTTP/1.1\r\nHost: x\r\n{extra}\r\n",
+        token(user, 3600)
+    )
+}
+
+/// Waits until `user` has a parked poll.
+async fn parked(gw: &Gateway, user: &str, count: usize) {
+    let began = Instant::now();
+    loop {
+        let polls = gw
+            .state
+            .registry
+            .user(&pushgate::session::UserId::parse(user).expect("a user id"))
+            .map_or(0, |u| u.connections().len());
+        if polls == count {
+            return;
+        }
+        assert!(
+            began.elapsed() < Duration::from_secs(5),
+            "{user}: {polls} parked polls, want {count}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn push_to(gw: &Gateway, user: &str, text: &str) {
+    let resp = gw
+        .push(&json!({"to": [user], "data": {"text": text}}))
+        .await;
+    assert_eq!(resp.status, 202, "{:?}", resp.json());
+}
+
+fn texts(answer: &Answer) -> Vec<String> {
+    answer
+        .json()
+        .as_array()
+        .expect("an array of frames")
+        .iter()
+        .filter(|f| f["type"] == "message")
+        .map(|f| f["data"]["text"].as_str().expect("text").to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn polls_on_one_connection_then_another_request_handed_to_hyper() {
+    let gw = Gateway::default().await;
+    let mut client = Client::connect(&gw).await;
+    for round in 0..3 {
+        client.send(&poll_request("ann", "")).await;
+        parked(&gw, "ann", 1).await;
+        push_to(&gw, "ann", &format!("m{round}")).await;
+        let answer = client.answer().await;
+        assert_eq!(answer.status, 200);
+        assert_eq!(answer.header("content-type"), Some("application/json"));
+        assert_eq!(answer.header("cache-control"), Some("no-store"));
+        assert!(answer.header("date").is_some(), "{:?}", answer.headers);
+        assert_eq!(answer.header("connection"), None, "kept alive");
+        assert_eq!(texts(&answer), [format!("m{round}")]);
+        parked(&gw, "ann", 0).await;
+    }
+    // Another endpoint on the same connection: hyper answers it, and the
+    // connection serves polls on after that.
+    client
+        .send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await;
+    assert_eq!(client.answer().await.status, 200);
+    client.send(&poll_request("ann", "")).await;
+    parked(&gw, "ann", 1).await;
+    push_to(&gw, "ann", "after").await;
+    assert_eq!(texts(&client.answer().await), ["after"]);
+}
+
+#[tokio::test]
+async fn pipelined_requests_are_answered_in_order() {
+    let gw = Gateway::default().await;
+    let mut client = Client::connect(&gw).await;
+    let bad = "GET /poll?token=nope HTTP/1.1\r\nHost: x\r\n\r\n";
+    let health = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    client
+        .send(&format!("{bad}{}{health}", poll_request("bo", "")))
+        .await;
+    let refused = client.answer().await;
+    assert_eq!(refused.status, 401);
+    assert_eq!(refused.json()["error"]["code"], "unauthorized");
+    parked(&gw, "bo", 1).await;
+    push_to(&gw, "bo", "hello").await;
+    assert_eq!(texts(&client.answer().await), ["hello"]);
+    assert_eq!(client.answer().await.status, 200, "the health check after");
+}
+
+#[tokio::test]
+async fn connection_close_is_honoured() {
+    let gw = Gateway::default().await;
+    let mut client = Client::connect(&gw).await;
+    client
+        .send(&poll_request("cy", "Connection: close\r\n"))
+        .await;
+    parked(&gw, "cy", 1).await;
+    push_to(&gw, "cy", "bye").await;
+    let answer = client.answer().await;
+    assert_eq!(answer.header("connection"), Some("close"));
+    assert_eq!(texts(&answer), ["bye"]);
+    client.closed().await;
+}
+
+#[tokio::test]
+async fn a_client_that_leaves_a_parked_poll_releases_it() {
+    let gw = Gateway::default().await;
+    let mut client = Client::connect(&gw).await;
+    client.send(&poll_request("di", "")).await;
+    parked(&gw, "di", 1).await;
+    drop(client);
+    parked(&gw, "di", 0).await;
+}
+
+#[tokio::test]
+async fn an_event_stream_is_chunked_and_carries_events() {
+    let gw = Gateway::default().await;
+    let mut client = Client::connect(&gw).await;
+    client
+        .send(&format!(
+            "GET /sse?token={} HTTP/1.1\r\nHost: x\r\n\r\n",
+            token("eve", 3600)
+        ))
+        .await;
+    parked(&gw, "eve", 1).await;
+    push_to(&gw, "eve", "streamed").await;
+    let want = "\"text\":\"streamed\"";
+    while !String::from_utf8_lossy(&client.buf).contains(want) {
+        assert!(client.fill().await, "closed: {:?}", client.buf);
+    }
+    let text = String::from_utf8_lossy(&client.buf).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").expect("a head");
+    assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+    let lower = head.to_ascii_lowercase();
+    assert!(lower.contains("content-type: text/event-stream"), "{head}");
+    assert!(lower.contains("transfer-encoding: chunked"), "{head}");
+    // Chunks: size line, data, CRLF; the first is the retry field.
+    assert!(body.starts_with("d\r\nretry: 1000\n\n\r\n"), "{body:?}");
+    assert!(body.contains("event: message\n"), "{body:?}");
+    drop(client);
+    parked(&gw, "eve", 0).await;
+}
