@@ -45,6 +45,18 @@ struct Client {
 impl Client {
     async fn connect(gw: &Gateway) -> Self {
         let stream = TcpStream::connect(gw.addr).await.expect("connect");
+        Self::on(stream)
+    }
+
+    /// A client whose socket takes little at a time (a small receive
+    /// buffer), so big answers reach the server's socket in parts.
+    async fn connect_narrow(gw: &Gateway) -> Self {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket.set_recv_buffer_size(4096).expect("rcvbuf");
+        Self::on(socket.connect(gw.addr).await.expect("connect"))
+    }
+
+    fn on(stream: TcpStream) -> Self {
         Self {
             stream,
             buf: Vec::new(),
@@ -184,6 +196,30 @@ async fn polls_on_one_connection_then_another_request_handed_to_hyper() {
     parked(&gw, "ann", 1).await;
     push_to(&gw, "ann", "after").await;
     assert_eq!(texts(&client.answer().await), ["after"]);
+}
+
+#[tokio::test]
+async fn an_answer_bigger_than_the_socket_buffer_arrives_whole() {
+    let mut config = support::config();
+    config.limits.max_push_bytes = 16 << 20;
+    let gw = Gateway::start(config).await;
+    let mut client = Client::connect_narrow(&gw).await;
+    // Kept unread while the fan-out writes: the socket takes part of the
+    // answer and the task writes the rest.
+    client.send(&poll_request("fay", "")).await;
+    parked(&gw, "fay", 1).await;
+    let big = "z".repeat(8 << 20);
+    push_to(&gw, "fay", &big).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let answer = client.answer().await;
+    assert_eq!(answer.status, 200);
+    assert_eq!(texts(&answer), [big]);
+    parked(&gw, "fay", 0).await;
+    // The connection goes on with the next poll.
+    client.send(&poll_request("fay", "")).await;
+    parked(&gw, "fay", 1).await;
+    push_to(&gw, "fay", "small").await;
+    assert_eq!(texts(&client.answer().await), ["small"]);
 }
 
 #[tokio::test]

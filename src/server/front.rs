@@ -54,6 +54,8 @@ pub async fn serve(
     stop: watch::Receiver<bool>,
 ) {
     let (tcp, permit, unread) = stream.into_parts();
+    // Shared with the fan-out while a poll or a stream lets it write.
+    let tcp = Arc::new(tcp);
     let mut buf = BytesMut::from(&unread[..]);
     loop {
         let (head, native) = match next_head(&gw, &tcp, &mut buf, &stop).await {
@@ -70,6 +72,10 @@ pub async fn serve(
             return;
         }
     }
+    // Every direct socket was forgotten when its poll or stream ended.
+    let Ok(tcp) = Arc::try_unwrap(tcp) else {
+        return;
+    };
     let stream = PeerStream::new(tcp, permit).with_unread(buf.freeze());
     admission::serve_http(gw, stream, peer, Phase::Serving(stop)).await;
 }

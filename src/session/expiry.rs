@@ -21,7 +21,7 @@ use tokio::time::Instant;
 use crate::gateway::{Gateway, HISTORY_SWEEP};
 use crate::metrics::Eviction;
 use crate::session::registry::SESSION_TAG;
-use crate::session::{Conn, Outgoing, Transport, User};
+use crate::session::{Conn, Outgoing, Pushed, Transport, User};
 use crate::transport::frame::CloseReason;
 use crate::wheel::{ExpirySink, Fired};
 
@@ -76,7 +76,14 @@ impl ConnExpiry {
                 now + CLOSE_GRACE
             }
             None => {
-                conn.outbound.push_ping();
+                let pinged = conn.outbound.push_ping();
+                // An event stream's client never sends: the socket taking
+                // the ping at once (room in its buffer, so the client reads)
+                // is its sign of life. Queued, its task touches the
+                // connection once the client takes it.
+                if pinged == Pushed::Written && conn.transport == Transport::Sse {
+                    conn.touch(now_ms);
+                }
                 gw.next_deadline(conn, now)
             }
         };

@@ -7,11 +7,14 @@
 //! is cleared and closed with reason `slow`, so it never holds back the
 //! others nor grows without bound.
 //!
-//! A WebSocket on plain TCP also hands its socket to the queue
+//! A connection on plain TCP also hands its socket to the queue
 //! ([`Outbound::set_direct`]): while nothing is queued and the task is not
-//! writing, a producer writes the frame to the socket itself, and the task
-//! is not woken at all. That is the common case of a broadcast, and it
-//! costs one `send` per recipient. Whatever does not fit in the socket's
+//! writing, a producer writes the frame to the socket itself (a WebSocket
+//! frame, an SSE chunk), and the task is not woken at all. That is the
+//! common case of a broadcast, and it costs one `send` per recipient. A
+//! parked long-poll's socket takes one whole HTTP answer that way; then
+//! the queue takes nothing more and its task is woken to finish the
+//! request. Whatever does not fit in the socket's
 //! buffer is queued, and from then on everything goes through the task
 //! until it has written the queue out, so the order on the wire is the
 //! order of the pushes.
@@ -26,7 +29,6 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::transport::frame::{CloseReason, Frame};
-use crate::transport::ws_codec;
 
 /// One thing for a connection's task to write.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,11 +64,27 @@ pub enum Pushed {
     Closing,
 }
 
-/// A socket producers may write to without waking the connection's task.
+/// A socket producers may write to without waking the connection's task,
+/// and how its transport puts frames on it (each transport implements it
+/// for its plain-TCP socket: WebSocket frames, SSE chunks, a long-poll's
+/// whole HTTP answer).
 pub trait DirectWrite: Send + Sync + std::fmt::Debug {
-    /// Writes what fits of `bytes` now, without waiting: the count written,
-    /// or an error (`WouldBlock` when nothing fits).
-    fn try_write(&self, bytes: &[u8]) -> io::Result<usize>;
+    /// Writes what fits of `frame`, encoded for the transport, without
+    /// waiting: `None` when all of it went out, or the bytes left for the
+    /// task to write. An error means nothing was written (`WouldBlock`
+    /// when nothing fits).
+    fn try_frame(&self, frame: &Frame) -> io::Result<Option<Bytes>>;
+
+    /// The same for a keep-alive ping (`Unsupported` where the transport
+    /// has none: then it is queued for the task).
+    fn try_ping(&self) -> io::Result<Option<Bytes>>;
+
+    /// Whether one frame is all the connection takes (a long-poll's
+    /// answer): after it, the socket is forgotten, further pushes are
+    /// dropped and the task is woken to finish.
+    fn answers_once(&self) -> bool {
+        false
+    }
 }
 
 #[derive(Debug, Default)]
@@ -75,8 +93,10 @@ struct State {
     frames: usize,
     /// When the end was queued (overflow or `push_end`).
     closing_since: Option<Instant>,
-    /// The WebSocket's socket, while its task runs.
+    /// The connection's socket, while its task runs (plain TCP only).
     direct: Option<Arc<dyn DirectWrite>>,
+    /// A socket that answers once did: the connection takes nothing more.
+    answered: bool,
     /// The task took items it may not have written yet: producers must
     /// queue behind them.
     writing: bool,
@@ -84,9 +104,6 @@ struct State {
     /// (or came before its time): live copies of them are dropped.
     floor: u64,
 }
-
-/// A WebSocket ping as shared bytes.
-static PING: Bytes = Bytes::from_static(ws_codec::PING);
 
 /// How a direct write went.
 enum Direct {
@@ -109,24 +126,30 @@ impl State {
         self.frames = self.frames.saturating_sub(dropped);
     }
 
-    /// Writes `bytes()` to the socket if the socket is free: nothing
+    /// Writes to the socket with `write` if the socket is free: nothing
     /// queued, nothing being written. `None` when it must be queued
     /// instead (no direct socket, busy, or the socket's buffer is full).
-    /// The bytes are asked for only then, so a frame that never meets a
-    /// WebSocket is never framed for one.
-    fn try_direct<'f>(&self, bytes: impl FnOnce() -> &'f Bytes) -> Option<Direct> {
+    /// A socket that answers once is forgotten after its write.
+    fn try_direct(
+        &mut self,
+        write: impl FnOnce(&dyn DirectWrite) -> io::Result<Option<Bytes>>,
+    ) -> Option<Direct> {
         let socket = self.direct.as_ref()?;
         if self.writing || !self.items.is_empty() {
             return None;
         }
-        let bytes = bytes();
-        match socket.try_write(bytes) {
-            Ok(n) if n == bytes.len() => Some(Direct::Written),
-            Ok(n) => Some(Direct::Rest(bytes.slice(n..))),
+        let written = match write(socket.as_ref()) {
+            Ok(None) => Direct::Written,
+            Ok(Some(rest)) => Direct::Rest(rest),
             // WouldBlock: the task waits for room. Another error: the
             // task meets it on its own write or read and ends.
-            Err(_) => None,
+            Err(_) => return None,
+        };
+        if socket.answers_once() {
+            self.direct = None;
+            self.answered = true;
         }
+        Some(written)
     }
 }
 
@@ -151,7 +174,7 @@ impl Outbound {
     /// Queues a message frame; never blocks.
     pub fn push_frame(&self, frame: &Frame) -> Pushed {
         let mut state = self.state.lock();
-        if state.closing_since.is_some() {
+        if state.closing_since.is_some() || state.answered {
             return Pushed::Closing;
         }
         if frame.seq() != 0 && frame.seq() <= state.floor {
@@ -166,7 +189,12 @@ impl Outbound {
             self.ready.notify_one();
             return Pushed::Overflowed;
         }
-        let item = match state.try_direct(|| frame.ws()) {
+        let item = match state.try_direct(|socket| socket.try_frame(frame)) {
+            Some(Direct::Written) if state.answered => {
+                drop(state);
+                self.ready.notify_one();
+                return Pushed::Written;
+            }
             Some(Direct::Written) => return Pushed::Written,
             Some(Direct::Rest(rest)) => Outgoing::Raw(rest),
             None => Outgoing::Frame(frame.clone()),
@@ -178,17 +206,22 @@ impl Outbound {
         Pushed::Queued
     }
 
-    /// Lets producers write WebSocket frames straight to `socket` while the
-    /// queue is empty and the task idle. Set it only once anything the
-    /// connection must receive first (its resume) is queued.
+    /// Lets producers write frames straight to `socket` while the queue is
+    /// empty and the task idle. Set it only once anything the connection
+    /// must receive first (its resume, its response head) is queued or
+    /// written.
     pub fn set_direct(&self, socket: Arc<dyn DirectWrite>) {
         self.state.lock().direct = Some(socket);
     }
 
-    /// Forgets the direct socket (the task is ending: the socket must close
-    /// with it, not when the last producer lets go of the connection).
-    pub fn clear_direct(&self) {
-        self.state.lock().direct = None;
+    /// Forgets the direct socket (the task is ending, or is about to write
+    /// to the socket itself without the queue: from the return on, no
+    /// producer writes to it). Returns whether a socket that answers once
+    /// had answered.
+    pub fn clear_direct(&self) -> bool {
+        let mut state = self.state.lock();
+        state.direct = None;
+        state.answered
     }
 
     /// Queues bytes already framed for the socket (a protocol reply), after
@@ -228,23 +261,27 @@ impl Outbound {
         self.state.lock().discard_through(covered);
     }
 
-    /// Queues a ping unless the connection is closing or one is pending.
-    pub fn push_ping(&self) {
+    /// Queues a ping unless the connection is closing or one is pending,
+    /// or writes it to the direct socket: `Written` then (for an event
+    /// stream, the client's sign of life), `Queued`, or `Closing` when
+    /// nothing was done.
+    pub fn push_ping(&self) -> Pushed {
         let mut state = self.state.lock();
         // One pending ping is enough; more would only grow the queue of a
         // client that is not reading.
         let pending = matches!(state.items.back(), Some(Outgoing::Ping));
-        if state.closing_since.is_some() || pending {
-            return;
+        if state.closing_since.is_some() || state.answered || pending {
+            return Pushed::Closing;
         }
-        let item = match state.try_direct(|| &PING) {
-            Some(Direct::Written) => return,
+        let item = match state.try_direct(|socket| socket.try_ping()) {
+            Some(Direct::Written) => return Pushed::Written,
             Some(Direct::Rest(rest)) => Outgoing::Raw(rest),
             None => Outgoing::Ping,
         };
         state.items.push_back(item);
         drop(state);
         self.ready.notify_one();
+        Pushed::Queued
     }
 
     /// Queues the end of the connection (`Close` or `Reconnect`) after
@@ -260,6 +297,12 @@ impl Outbound {
         drop(state);
         self.ready.notify_one();
         true
+    }
+
+    /// Whether a socket that answers once has answered (see
+    /// [`DirectWrite::answers_once`]).
+    pub fn is_answered(&self) -> bool {
+        self.state.lock().answered
     }
 
     /// Whether an end has been queued.
@@ -331,16 +374,19 @@ impl Outbound {
 mod tests {
     use super::*;
     use crate::transport::frame::ReconnectReason;
+    use crate::transport::ws_codec;
 
     fn frame(s: &str) -> Frame {
         Frame::error("test", s)
     }
 
-    /// A socket that takes at most `room` more bytes, recording them.
+    /// A WebSocket-like socket that takes at most `room` more bytes,
+    /// recording them; `once`: it answers once, like a long-poll's.
     #[derive(Debug, Default)]
     struct FakeSocket {
         wire: Mutex<Vec<u8>>,
         room: Mutex<usize>,
+        once: bool,
     }
 
     impl FakeSocket {
@@ -349,10 +395,8 @@ mod tests {
             *socket.room.lock() = room;
             Arc::new(socket)
         }
-    }
 
-    impl DirectWrite for FakeSocket {
-        fn try_write(&self, bytes: &[u8]) -> io::Result<usize> {
+        fn write(&self, bytes: &Bytes) -> io::Result<Option<Bytes>> {
             let mut room = self.room.lock();
             if *room == 0 {
                 return Err(io::ErrorKind::WouldBlock.into());
@@ -360,7 +404,21 @@ mod tests {
             let n = bytes.len().min(*room);
             *room -= n;
             self.wire.lock().extend_from_slice(&bytes[..n]);
-            Ok(n)
+            Ok((n < bytes.len()).then(|| bytes.slice(n..)))
+        }
+    }
+
+    impl DirectWrite for FakeSocket {
+        fn try_frame(&self, frame: &Frame) -> io::Result<Option<Bytes>> {
+            self.write(frame.ws())
+        }
+
+        fn try_ping(&self) -> io::Result<Option<Bytes>> {
+            self.write(&Bytes::from_static(ws_codec::PING))
+        }
+
+        fn answers_once(&self) -> bool {
+            self.once
         }
     }
 
@@ -529,6 +587,46 @@ mod tests {
         let mut out = VecDeque::new();
         q.take(&mut out);
         assert_eq!(out, [Outgoing::Reconnect(drain)]);
+    }
+
+    #[tokio::test]
+    async fn a_socket_that_answers_once_takes_one_frame_then_wakes_the_task() {
+        let q = Outbound::new(4);
+        let socket = Arc::new(FakeSocket {
+            room: Mutex::new(1 << 20),
+            once: true,
+            ..FakeSocket::default()
+        });
+        q.set_direct(socket.clone());
+        assert!(!q.clear_direct(), "not answered yet");
+        q.set_direct(socket.clone());
+        assert_eq!(q.push_frame(&frame("answer")), Pushed::Written);
+        tokio::time::timeout(std::time::Duration::from_secs(5), q.ready())
+            .await
+            .expect("the task is woken to finish");
+        assert_eq!(q.push_frame(&frame("late")), Pushed::Closing, "dropped");
+        q.push_ping();
+        assert!(q.is_empty(), "nothing queued after the answer");
+        assert_eq!(*socket.wire.lock(), frame("answer").ws().to_vec());
+        assert!(q.clear_direct(), "answered");
+    }
+
+    #[test]
+    fn an_answer_written_in_part_leaves_the_rest_to_the_task() {
+        let q = Outbound::new(4);
+        let socket = Arc::new(FakeSocket {
+            room: Mutex::new(3),
+            once: true,
+            ..FakeSocket::default()
+        });
+        q.set_direct(socket.clone());
+        assert_eq!(q.push_frame(&frame("answer")), Pushed::Queued);
+        assert_eq!(q.push_frame(&frame("late")), Pushed::Closing);
+        let mut out = VecDeque::new();
+        q.take(&mut out);
+        let whole = frame("answer").ws().clone();
+        assert_eq!(Vec::from(out), [Outgoing::Raw(whole.slice(3..))]);
+        assert!(q.clear_direct());
     }
 
     #[tokio::test]

@@ -23,7 +23,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 
-use super::ws_codec;
+use super::{wire, ws_codec};
 
 /// Bytes a frame needs besides its variable strings, rounded up generously
 /// so the common frame is written without growing its buffer.
@@ -310,6 +310,8 @@ struct FrameInner {
     cursor: Option<Box<str>>,
     ws: OnceLock<Bytes>,
     sse: OnceLock<Bytes>,
+    sse_chunk: OnceLock<Bytes>,
+    poll_body: OnceLock<Bytes>,
 }
 
 impl Frame {
@@ -327,6 +329,8 @@ impl Frame {
             cursor: cursor.map(Box::from),
             ws: OnceLock::new(),
             sse: OnceLock::new(),
+            sse_chunk: OnceLock::new(),
+            poll_body: OnceLock::new(),
         }))
     }
 
@@ -413,6 +417,20 @@ impl Frame {
             .sse
             .get_or_init(|| sse_event(inner.kind.as_str(), self.json(), self.cursor()))
             .clone()
+    }
+}
+
+impl Frame {
+    /// The SSE event as one chunk of a chunked body: what the fan-out
+    /// writes to an event stream's socket. Built once, shared.
+    pub fn sse_chunk(&self) -> &Bytes {
+        self.0.sse_chunk.get_or_init(|| wire::chunk(&self.sse()))
+    }
+
+    /// A long-poll answer of this frame alone (`[frame]`): what the
+    /// fan-out writes as a parked poll's body. Built once, shared.
+    pub fn poll_body(&self) -> &Bytes {
+        self.0.poll_body.get_or_init(|| json_array([self.json()]))
     }
 }
 

@@ -13,6 +13,7 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::io;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -32,7 +33,7 @@ use crate::api::Body;
 use crate::bus::{Open, Opened};
 use crate::gateway::Gateway;
 use crate::server::head::Head;
-use crate::session::{Conn, Outgoing, Transport};
+use crate::session::{Conn, DirectWrite, Outgoing, Transport};
 use crate::transport::frame::{Frame, sse_comment};
 
 /// Milliseconds a browser waits before reconnecting a dropped stream (the
@@ -56,7 +57,7 @@ pub async fn stream<B>(gw: &Arc<Gateway>, req: Request<B>) -> Response<Body> {
 /// that ended with its `close` or `reconnect` event).
 pub async fn serve_raw(
     gw: &Arc<Gateway>,
-    tcp: &TcpStream,
+    tcp: &Arc<TcpStream>,
     head: Head,
     pipelined: &mut BytesMut,
 ) -> bool {
@@ -72,6 +73,7 @@ pub async fn serve_raw(
             drop(origin);
             let (parts, ()) = resp.into_parts();
             let ended = write_events(gw, tcp, &conn, &parts, keep_alive, pipelined).await;
+            conn.outbound.clear_direct();
             gw.release(&conn);
             debug!(conn_id = conn.id, transport = "sse", "connection closed");
             return ended && keep_alive;
@@ -83,12 +85,14 @@ pub async fn serve_raw(
     wire::write_all(tcp, &bytes).await.is_ok() && keep_alive
 }
 
-/// The stream on the raw socket: the head, then a chunk per batch of
-/// events. Returns true once an end event and the last chunk are written;
-/// false if the client left or the connection was killed first.
+/// The stream on the raw socket: the head, then events. Once the head is
+/// out, the fan-out writes each event to the socket itself while the task
+/// is idle; the task writes what was queued meanwhile, a chunk per batch.
+/// Returns true once an end event and the last chunk are written; false
+/// if the client left or the connection was killed first.
 async fn write_events(
     gw: &Gateway,
-    tcp: &TcpStream,
+    tcp: &Arc<TcpStream>,
     conn: &Conn,
     parts: &Parts,
     keep_alive: bool,
@@ -96,6 +100,7 @@ async fn write_events(
 ) -> bool {
     let mut out = wire::response_head(parts, Length::Chunked, keep_alive);
     wire::put_chunk(&mut out, &retry_field());
+    let mut direct = Some(Arc::new(SseSocket(Arc::clone(tcp))));
     let mut batch = VecDeque::new();
     let mut events = BytesMut::new();
     loop {
@@ -109,8 +114,12 @@ async fn write_events(
             },
         }
         // The client took the last chunk: its sign of life (an SSE client
-        // sends nothing once its request is in).
+        // sends nothing once its request is in; the connection's timer
+        // counts a ping the fan-out wrote directly the same way).
         conn.touch(gw.now_ms());
+        if let Some(socket) = direct.take() {
+            conn.outbound.set_direct(socket);
+        }
         conn.outbound.done_writing();
         out.clear();
         loop {
@@ -121,10 +130,8 @@ async fn write_events(
                 () = conn.outbound.ready() => {}
             }
             conn.outbound.take(&mut batch);
-            let ended = encode_events(&mut batch, &mut events);
+            let ended = encode_chunks(&mut batch, &mut events, &mut out);
             batch.clear();
-            wire::put_chunk(&mut out, &events);
-            events.clear();
             if ended {
                 out.extend_from_slice(wire::LAST_CHUNK);
                 return tokio::select! {
@@ -137,6 +144,49 @@ async fn write_events(
                 break;
             }
         }
+    }
+}
+
+/// Appends what `batch` holds to `out` as chunks: events are gathered
+/// into one chunk (in `events`, left empty), and the rest of a chunk the
+/// fan-out wrote in part goes out as it is, in order. Returns whether it
+/// met an end (`close` or `reconnect`).
+fn encode_chunks(
+    batch: &mut VecDeque<Outgoing>,
+    events: &mut BytesMut,
+    out: &mut BytesMut,
+) -> bool {
+    let mut ended = false;
+    while let Some(item) = batch.pop_front() {
+        if let Outgoing::Raw(bytes) = item {
+            wire::put_chunk(out, events);
+            events.clear();
+            out.extend_from_slice(&bytes);
+        } else if encode_event(item, events) {
+            ended = true;
+            break;
+        }
+    }
+    wire::put_chunk(out, events);
+    events.clear();
+    ended
+}
+
+/// An SSE comment ping as one chunk.
+static PING_CHUNK: &[u8] = b"8\r\n: ping\n\n\r\n";
+
+/// An event stream's plain-TCP socket, shared by its task and the
+/// fan-out: each frame goes out as one chunk.
+#[derive(Debug)]
+struct SseSocket(Arc<TcpStream>);
+
+impl DirectWrite for SseSocket {
+    fn try_frame(&self, frame: &Frame) -> io::Result<Option<Bytes>> {
+        wire::try_send(&self.0, frame.sse_chunk())
+    }
+
+    fn try_ping(&self) -> io::Result<Option<Bytes>> {
+        wire::try_send(&self.0, &Bytes::from_static(PING_CHUNK))
     }
 }
 
@@ -215,19 +265,27 @@ fn retry_field() -> Bytes {
 /// including an end (`close` or `reconnect`); returns whether it met one.
 fn encode_events(batch: &mut VecDeque<Outgoing>, out: &mut BytesMut) -> bool {
     while let Some(item) = batch.pop_front() {
-        match item {
-            Outgoing::Frame(frame) => out.extend_from_slice(&frame.sse()),
-            Outgoing::Ping => out.extend_from_slice(&sse_comment("ping")),
-            // Only a WebSocket's direct socket leaves raw bytes.
-            Outgoing::Raw(bytes) => out.extend_from_slice(&bytes),
-            Outgoing::Close(reason) => {
-                out.extend_from_slice(&Frame::close(reason).sse());
-                return true;
-            }
-            Outgoing::Reconnect(frame) => {
-                out.extend_from_slice(&frame.sse());
-                return true;
-            }
+        if encode_event(item, out) {
+            return true;
+        }
+    }
+    false
+}
+
+/// Appends `item` as an event to `out`; true if it ends the stream.
+fn encode_event(item: Outgoing, out: &mut BytesMut) -> bool {
+    match item {
+        Outgoing::Frame(frame) => out.extend_from_slice(&frame.sse()),
+        Outgoing::Ping => out.extend_from_slice(&sse_comment("ping")),
+        // Only a direct socket leaves raw bytes (already framed for it).
+        Outgoing::Raw(bytes) => out.extend_from_slice(&bytes),
+        Outgoing::Close(reason) => {
+            out.extend_from_slice(&Frame::close(reason).sse());
+            return true;
+        }
+        Outgoing::Reconnect(frame) => {
+            out.extend_from_slice(&frame.sse());
+            return true;
         }
     }
     false
@@ -257,5 +315,33 @@ async fn next_chunk(mut state: Events) -> Option<(Result<BodyFrame<Bytes>, Infal
         if !chunk.is_empty() {
             return Some((Ok(BodyFrame::data(chunk.freeze())), state));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rest_of_a_chunk_written_in_part_is_not_chunked_again() {
+        let first = Frame::error("a", "first");
+        let second = Frame::error("b", "second");
+        let whole = first.sse_chunk().clone();
+        let mut batch = VecDeque::from([
+            Outgoing::Raw(whole.slice(4..)),
+            Outgoing::Frame(second.clone()),
+            Outgoing::Ping,
+        ]);
+        let (mut events, mut out) = (BytesMut::new(), BytesMut::new());
+        assert!(!encode_chunks(&mut batch, &mut events, &mut out));
+        let both = [&second.sse()[..], &sse_comment("ping")[..]].concat();
+        let want = [&whole[4..], &wire::chunk(&both)[..]].concat();
+        assert_eq!(&out[..], &want[..]);
+        assert!(events.is_empty());
+    }
+
+    #[test]
+    fn the_ping_chunk_is_one_chunk_of_a_comment() {
+        assert_eq!(PING_CHUNK, &wire::chunk(&sse_comment("ping"))[..]);
     }
 }

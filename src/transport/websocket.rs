@@ -138,7 +138,7 @@ pub async fn upgrade(gw: &Arc<Gateway>, mut req: Request<Incoming>) -> Response<
                     } else {
                         [parts.read_buf, unread].concat().into()
                     };
-                    let tcp = Arc::new(tcp);
+                    let tcp = Arc::new(WsSocket(tcp));
                     conn.outbound
                         .set_direct(Arc::clone(&tcp) as Arc<dyn DirectWrite>);
                     serve(&gw, &conn, Socket::Tcp(tcp), prefetched).await;
@@ -165,9 +165,20 @@ pub async fn upgrade(gw: &Arc<Gateway>, mut req: Request<Incoming>) -> Response<
     resp
 }
 
-impl DirectWrite for TcpStream {
-    fn try_write(&self, bytes: &[u8]) -> io::Result<usize> {
-        TcpStream::try_write(self, bytes)
+/// A WebSocket ping as shared bytes.
+static PING: Bytes = Bytes::from_static(ws_codec::PING);
+
+/// A WebSocket's plain-TCP socket, shared by its task and the fan-out.
+#[derive(Debug)]
+struct WsSocket(TcpStream);
+
+impl DirectWrite for WsSocket {
+    fn try_frame(&self, frame: &Frame) -> io::Result<Option<Bytes>> {
+        wire::try_send(&self.0, frame.ws())
+    }
+
+    fn try_ping(&self) -> io::Result<Option<Bytes>> {
+        wire::try_send(&self.0, &PING)
     }
 }
 
@@ -179,7 +190,7 @@ const READ_CHUNK_BYTES: usize = 512;
 /// The upgraded socket.
 enum Socket {
     /// Plain TCP, shared with the fan-out through the outbound queue.
-    Tcp(Arc<TcpStream>),
+    Tcp(Arc<WsSocket>),
     /// Any other stream (TLS), which only the task touches.
     Stream(ReadHalf<TokioIo<Upgraded>>, WriteHalf<TokioIo<Upgraded>>),
 }
@@ -188,8 +199,8 @@ impl Socket {
     fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         match self {
             Self::Tcp(tcp) => loop {
-                ready!(tcp.poll_read_ready(cx))?;
-                match tcp.try_read(buf.initialize_unfilled()) {
+                ready!(tcp.0.poll_read_ready(cx))?;
+                match tcp.0.try_read(buf.initialize_unfilled()) {
                     Ok(n) => {
                         buf.advance(n);
                         return Poll::Ready(Ok(()));
@@ -204,7 +215,7 @@ impl Socket {
 
     async fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
         match self {
-            Self::Tcp(tcp) => wire::write_all(tcp, bytes).await,
+            Self::Tcp(tcp) => wire::write_all(&tcp.0, bytes).await,
             Self::Stream(_, write) => {
                 write.write_all(bytes).await?;
                 write.flush().await
@@ -406,7 +417,7 @@ async fn write_batch(
     while let Some(item) = batch.pop_front() {
         let (last, close) = match item {
             Outgoing::Frame(frame) => (frame.ws().clone(), None),
-            Outgoing::Ping => (Bytes::from_static(ws_codec::PING), None),
+            Outgoing::Ping => (PING.clone(), None),
             Outgoing::Raw(bytes) => (bytes, None),
             Outgoing::Close(reason) => {
                 debug!(

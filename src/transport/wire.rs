@@ -37,6 +37,23 @@ pub const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
 
 /// The status line and headers of `parts`, with the framing headers added.
 pub fn response_head(parts: &Parts, length: Length, keep_alive: bool) -> BytesMut {
+    let mut buf = head_start(parts, keep_alive);
+    match length {
+        Length::Fixed(n) => put_head_end(&mut buf, n),
+        Length::Chunked => {
+            put_header(&mut buf, b"transfer-encoding", b"chunked");
+            with_date(|date| put_header(&mut buf, b"date", date));
+            buf.put_slice(b"\r\n");
+        }
+    }
+    buf
+}
+
+/// The head of `parts` up to its length and date: the status line, the
+/// response's headers, and `connection: close` if the connection ends
+/// after it. For an answer whose body is not known yet (a parked poll's);
+/// [`put_head_end`] completes it.
+pub fn head_start(parts: &Parts, keep_alive: bool) -> BytesMut {
     let mut buf = BytesMut::with_capacity(256);
     buf.put_slice(b"HTTP/1.1 ");
     buf.put_slice(parts.status.as_str().as_bytes());
@@ -46,22 +63,22 @@ pub fn response_head(parts: &Parts, length: Length, keep_alive: bool) -> BytesMu
     for (name, value) in &parts.headers {
         put_header(&mut buf, name.as_str().as_bytes(), value.as_bytes());
     }
-    match length {
-        Length::Fixed(n) => {
-            put_header(
-                &mut buf,
-                b"content-length",
-                itoa::Buffer::new().format(n).as_bytes(),
-            );
-        }
-        Length::Chunked => put_header(&mut buf, b"transfer-encoding", b"chunked"),
-    }
     if !keep_alive {
         put_header(&mut buf, b"connection", b"close");
     }
-    with_date(|date| put_header(&mut buf, b"date", date));
-    buf.put_slice(b"\r\n");
     buf
+}
+
+/// Ends a head begun by [`head_start`] for a body of `len` bytes:
+/// `content-length`, `date` and the blank line.
+pub fn put_head_end(buf: &mut impl BufMut, len: usize) {
+    put_header(
+        buf,
+        b"content-length",
+        itoa::Buffer::new().format(len).as_bytes(),
+    );
+    with_date(|date| put_header(buf, b"date", date));
+    buf.put_slice(b"\r\n");
 }
 
 /// A whole answer with a fixed-length `body`.
@@ -89,7 +106,7 @@ pub fn chunk(data: &[u8]) -> Bytes {
     buf.freeze()
 }
 
-fn put_header(buf: &mut BytesMut, name: &[u8], value: &[u8]) {
+fn put_header(buf: &mut impl BufMut, name: &[u8], value: &[u8]) {
     buf.put_slice(name);
     buf.put_slice(b": ");
     buf.put_slice(value);
@@ -146,6 +163,14 @@ pub async fn closed(tcp: &TcpStream, pipelined: &mut BytesMut) {
             Err(_) => return,
         }
     }
+}
+
+/// Writes what fits of `bytes` to `tcp` now (a producer's direct write):
+/// `None` when all of it went out, or what is left. `WouldBlock` when
+/// nothing fits.
+pub fn try_send(tcp: &TcpStream, bytes: &Bytes) -> io::Result<Option<Bytes>> {
+    let n = tcp.try_write(bytes)?;
+    Ok((n < bytes.len()).then(|| bytes.slice(n..)))
 }
 
 /// Writes all of `bytes` to `tcp`, waiting for room as needed.
