@@ -204,8 +204,8 @@ async fn an_answer_bigger_than_the_socket_buffer_arrives_whole() {
     config.limits.max_push_bytes = 16 << 20;
     let gw = Gateway::start(config).await;
     let mut client = Client::connect_narrow(&gw).await;
-    // Kept unread while the fan-out writes: the socket takes part of the
-    // answer and the task writes the rest.
+    // Kept unread while the answer is written: the socket takes it in
+    // parts.
     client.send(&poll_request("fay", "")).await;
     parked(&gw, "fay", 1).await;
     let big = "z".repeat(8 << 20);

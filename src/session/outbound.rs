@@ -11,10 +11,10 @@
 //! ([`Outbound::set_direct`]): while nothing is queued and the task is not
 //! writing, a producer writes the frame to the socket itself (a WebSocket
 //! frame, an SSE chunk), and the task is not woken at all. That is the
-//! common case of a broadcast, and it costs one `send` per recipient. A
-//! parked long-poll's socket takes one whole HTTP answer that way; then
-//! the queue takes nothing more and its task is woken to finish the
-//! request. Whatever does not fit in the socket's
+//! common case of a broadcast, and it costs one `send` per recipient.
+//! (A parked long-poll is answered by its task: its task must wake to end
+//! the request anyway, and measured, writing the answer from the fan-out
+//! as well cost more CPU per answer, not less.) Whatever does not fit in the socket's
 //! buffer is queued, and from then on everything goes through the task
 //! until it has written the queue out, so the order on the wire is the
 //! order of the pushes.
@@ -66,8 +66,7 @@ pub enum Pushed {
 
 /// A socket producers may write to without waking the connection's task,
 /// and how its transport puts frames on it (each transport implements it
-/// for its plain-TCP socket: WebSocket frames, SSE chunks, a long-poll's
-/// whole HTTP answer).
+/// for its plain-TCP socket: WebSocket frames, SSE chunks).
 pub trait DirectWrite: Send + Sync + std::fmt::Debug {
     /// Writes what fits of `frame`, encoded for the transport, without
     /// waiting: `None` when all of it went out, or the bytes left for the
@@ -75,16 +74,8 @@ pub trait DirectWrite: Send + Sync + std::fmt::Debug {
     /// when nothing fits).
     fn try_frame(&self, frame: &Frame) -> io::Result<Option<Bytes>>;
 
-    /// The same for a keep-alive ping (`Unsupported` where the transport
-    /// has none: then it is queued for the task).
+    /// The same for a keep-alive ping.
     fn try_ping(&self) -> io::Result<Option<Bytes>>;
-
-    /// Whether one frame is all the connection takes (a long-poll's
-    /// answer): after it, the socket is forgotten, further pushes are
-    /// dropped and the task is woken to finish.
-    fn answers_once(&self) -> bool {
-        false
-    }
 }
 
 #[derive(Debug, Default)]
@@ -95,8 +86,6 @@ struct State {
     closing_since: Option<Instant>,
     /// The connection's socket, while its task runs (plain TCP only).
     direct: Option<Arc<dyn DirectWrite>>,
-    /// A socket that answers once did: the connection takes nothing more.
-    answered: bool,
     /// The task took items it may not have written yet: producers must
     /// queue behind them.
     writing: bool,
@@ -129,27 +118,21 @@ impl State {
     /// Writes to the socket with `write` if the socket is free: nothing
     /// queued, nothing being written. `None` when it must be queued
     /// instead (no direct socket, busy, or the socket's buffer is full).
-    /// A socket that answers once is forgotten after its write.
     fn try_direct(
-        &mut self,
+        &self,
         write: impl FnOnce(&dyn DirectWrite) -> io::Result<Option<Bytes>>,
     ) -> Option<Direct> {
         let socket = self.direct.as_ref()?;
         if self.writing || !self.items.is_empty() {
             return None;
         }
-        let written = match write(socket.as_ref()) {
-            Ok(None) => Direct::Written,
-            Ok(Some(rest)) => Direct::Rest(rest),
+        match write(socket.as_ref()) {
+            Ok(None) => Some(Direct::Written),
+            Ok(Some(rest)) => Some(Direct::Rest(rest)),
             // WouldBlock: the task waits for room. Another error: the
             // task meets it on its own write or read and ends.
-            Err(_) => return None,
-        };
-        if socket.answers_once() {
-            self.direct = None;
-            self.answered = true;
+            Err(_) => None,
         }
-        Some(written)
     }
 }
 
@@ -174,7 +157,7 @@ impl Outbound {
     /// Queues a message frame; never blocks.
     pub fn push_frame(&self, frame: &Frame) -> Pushed {
         let mut state = self.state.lock();
-        if state.closing_since.is_some() || state.answered {
+        if state.closing_since.is_some() {
             return Pushed::Closing;
         }
         if frame.seq() != 0 && frame.seq() <= state.floor {
@@ -190,11 +173,6 @@ impl Outbound {
             return Pushed::Overflowed;
         }
         let item = match state.try_direct(|socket| socket.try_frame(frame)) {
-            Some(Direct::Written) if state.answered => {
-                drop(state);
-                self.ready.notify_one();
-                return Pushed::Written;
-            }
             Some(Direct::Written) => return Pushed::Written,
             Some(Direct::Rest(rest)) => Outgoing::Raw(rest),
             None => Outgoing::Frame(frame.clone()),
@@ -214,14 +192,10 @@ impl Outbound {
         self.state.lock().direct = Some(socket);
     }
 
-    /// Forgets the direct socket (the task is ending, or is about to write
-    /// to the socket itself without the queue: from the return on, no
-    /// producer writes to it). Returns whether a socket that answers once
-    /// had answered.
-    pub fn clear_direct(&self) -> bool {
-        let mut state = self.state.lock();
-        state.direct = None;
-        state.answered
+    /// Forgets the direct socket (the task is ending: the socket must close
+    /// with it, not when the last producer lets go of the connection).
+    pub fn clear_direct(&self) {
+        self.state.lock().direct = None;
     }
 
     /// Queues bytes already framed for the socket (a protocol reply), after
@@ -270,7 +244,7 @@ impl Outbound {
         // One pending ping is enough; more would only grow the queue of a
         // client that is not reading.
         let pending = matches!(state.items.back(), Some(Outgoing::Ping));
-        if state.closing_since.is_some() || state.answered || pending {
+        if state.closing_since.is_some() || pending {
             return Pushed::Closing;
         }
         let item = match state.try_direct(|socket| socket.try_ping()) {
@@ -297,12 +271,6 @@ impl Outbound {
         drop(state);
         self.ready.notify_one();
         true
-    }
-
-    /// Whether a socket that answers once has answered (see
-    /// [`DirectWrite::answers_once`]).
-    pub fn is_answered(&self) -> bool {
-        self.state.lock().answered
     }
 
     /// Whether an end has been queued.
@@ -381,12 +349,11 @@ mod tests {
     }
 
     /// A WebSocket-like socket that takes at most `room` more bytes,
-    /// recording them; `once`: it answers once, like a long-poll's.
+    /// recording them.
     #[derive(Debug, Default)]
     struct FakeSocket {
         wire: Mutex<Vec<u8>>,
         room: Mutex<usize>,
-        once: bool,
     }
 
     impl FakeSocket {
@@ -415,10 +382,6 @@ mod tests {
 
         fn try_ping(&self) -> io::Result<Option<Bytes>> {
             self.write(&Bytes::from_static(ws_codec::PING))
-        }
-
-        fn answers_once(&self) -> bool {
-            self.once
         }
     }
 
@@ -587,46 +550,6 @@ mod tests {
         let mut out = VecDeque::new();
         q.take(&mut out);
         assert_eq!(out, [Outgoing::Reconnect(drain)]);
-    }
-
-    #[tokio::test]
-    async fn a_socket_that_answers_once_takes_one_frame_then_wakes_the_task() {
-        let q = Outbound::new(4);
-        let socket = Arc::new(FakeSocket {
-            room: Mutex::new(1 << 20),
-            once: true,
-            ..FakeSocket::default()
-        });
-        q.set_direct(socket.clone());
-        assert!(!q.clear_direct(), "not answered yet");
-        q.set_direct(socket.clone());
-        assert_eq!(q.push_frame(&frame("answer")), Pushed::Written);
-        tokio::time::timeout(std::time::Duration::from_secs(5), q.ready())
-            .await
-            .expect("the task is woken to finish");
-        assert_eq!(q.push_frame(&frame("late")), Pushed::Closing, "dropped");
-        q.push_ping();
-        assert!(q.is_empty(), "nothing queued after the answer");
-        assert_eq!(*socket.wire.lock(), frame("answer").ws().to_vec());
-        assert!(q.clear_direct(), "answered");
-    }
-
-    #[test]
-    fn an_answer_written_in_part_leaves_the_rest_to_the_task() {
-        let q = Outbound::new(4);
-        let socket = Arc::new(FakeSocket {
-            room: Mutex::new(3),
-            once: true,
-            ..FakeSocket::default()
-        });
-        q.set_direct(socket.clone());
-        assert_eq!(q.push_frame(&frame("answer")), Pushed::Queued);
-        assert_eq!(q.push_frame(&frame("late")), Pushed::Closing);
-        let mut out = VecDeque::new();
-        q.take(&mut out);
-        let whole = frame("answer").ws().clone();
-        assert_eq!(Vec::from(out), [Outgoing::Raw(whole.slice(3..))]);
-        assert!(q.clear_direct());
     }
 
     #[tokio::test]

@@ -311,7 +311,6 @@ struct FrameInner {
     ws: OnceLock<Bytes>,
     sse: OnceLock<Bytes>,
     sse_chunk: OnceLock<Bytes>,
-    poll_body: OnceLock<Bytes>,
 }
 
 impl Frame {
@@ -330,7 +329,6 @@ impl Frame {
             ws: OnceLock::new(),
             sse: OnceLock::new(),
             sse_chunk: OnceLock::new(),
-            poll_body: OnceLock::new(),
         }))
     }
 
@@ -425,12 +423,6 @@ impl Frame {
     /// writes to an event stream's socket. Built once, shared.
     pub fn sse_chunk(&self) -> &Bytes {
         self.0.sse_chunk.get_or_init(|| wire::chunk(&self.sse()))
-    }
-
-    /// A long-poll answer of this frame alone (`[frame]`): what the
-    /// fan-out writes as a parked poll's body. Built once, shared.
-    pub fn poll_body(&self) -> &Bytes {
-        self.0.poll_body.get_or_init(|| json_array([self.json()]))
     }
 }
 

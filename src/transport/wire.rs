@@ -51,9 +51,8 @@ pub fn response_head(parts: &Parts, length: Length, keep_alive: bool) -> BytesMu
 
 /// The head of `parts` up to its length and date: the status line, the
 /// response's headers, and `connection: close` if the connection ends
-/// after it. For an answer whose body is not known yet (a parked poll's);
-/// [`put_head_end`] completes it.
-pub fn head_start(parts: &Parts, keep_alive: bool) -> BytesMut {
+/// after it.
+fn head_start(parts: &Parts, keep_alive: bool) -> BytesMut {
     let mut buf = BytesMut::with_capacity(256);
     buf.put_slice(b"HTTP/1.1 ");
     buf.put_slice(parts.status.as_str().as_bytes());
@@ -71,7 +70,7 @@ pub fn head_start(parts: &Parts, keep_alive: bool) -> BytesMut {
 
 /// Ends a head begun by [`head_start`] for a body of `len` bytes:
 /// `content-length`, `date` and the blank line.
-pub fn put_head_end(buf: &mut impl BufMut, len: usize) {
+fn put_head_end(buf: &mut BytesMut, len: usize) {
     put_header(
         buf,
         b"content-length",
@@ -106,7 +105,7 @@ pub fn chunk(data: &[u8]) -> Bytes {
     buf.freeze()
 }
 
-fn put_header(buf: &mut impl BufMut, name: &[u8], value: &[u8]) {
+fn put_header(buf: &mut BytesMut, name: &[u8], value: &[u8]) {
     buf.put_slice(name);
     buf.put_slice(b": ");
     buf.put_slice(value);
