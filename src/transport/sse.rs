@@ -101,8 +101,6 @@ async fn write_events(
     let mut out = wire::response_head(parts, Length::Chunked, keep_alive);
     wire::put_chunk(&mut out, &retry_field());
     let mut direct = Some(Arc::new(SseSocket(Arc::clone(tcp))));
-    let mut batch = VecDeque::new();
-    let mut events = BytesMut::new();
     loop {
         // Every write is raced against `kill`, so a client that stops
         // reading cannot hold its task past the close grace.
@@ -121,7 +119,10 @@ async fn write_events(
             conn.outbound.set_direct(socket);
         }
         conn.outbound.done_writing();
-        out.clear();
+        // Nothing is held between writes: a stream waits with no buffer.
+        out = BytesMut::new();
+        let mut batch = VecDeque::new();
+        let mut events = BytesMut::new();
         loop {
             tokio::select! {
                 biased;
