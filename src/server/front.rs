@@ -94,9 +94,12 @@ async fn next_head(
         if !buf.is_empty() {
             match head::parse(buf, MAX_HEADERS) {
                 Parsed::Partial if buf.len() < MAX_REQUEST_HEAD_BYTES => {}
-                // Too long for a head: hyper answers 431.
+                // Too long for a head: hyper answers it (431).
                 Parsed::Partial | Parsed::Other => return Next::Other,
-                Parsed::Native(head, native) => return Next::Native(head, native),
+                Parsed::Native(head, native) if head.len <= MAX_REQUEST_HEAD_BYTES => {
+                    return Next::Native(head, native);
+                }
+                Parsed::Native(..) => return Next::Other,
             }
         }
         tokio::select! {
