@@ -151,6 +151,15 @@ async fn parked(gw: &Gateway, user: &str, count: usize) {
     }
 }
 
+/// Polls as `user` on `client`, and once the poll is parked pushes `text`
+/// to `user`: the answer.
+async fn polled(gw: &Gateway, client: &mut Client, user: &str, text: &str) -> Answer {
+    client.send(&poll_request(user, "")).await;
+    parked(gw, user, 1).await;
+    push_to(gw, user, text).await;
+    client.answer().await
+}
+
 async fn push_to(gw: &Gateway, user: &str, text: &str) {
     let resp = gw
         .push(&json!({"to": [user], "data": {"text": text}}))
@@ -174,10 +183,7 @@ async fn polls_on_one_connection_then_another_request_handed_to_hyper() {
     let gw = Gateway::default().await;
     let mut client = Client::connect(&gw).await;
     for round in 0..3 {
-        client.send(&poll_request("ann", "")).await;
-        parked(&gw, "ann", 1).await;
-        push_to(&gw, "ann", &format!("m{round}")).await;
-        let answer = client.answer().await;
+        let answer = polled(&gw, &mut client, "ann", &format!("m{round}")).await;
         assert_eq!(answer.status, 200);
         assert_eq!(answer.header("content-type"), Some("application/json"));
         assert_eq!(answer.header("cache-control"), Some("no-store"));
@@ -192,10 +198,8 @@ async fn polls_on_one_connection_then_another_request_handed_to_hyper() {
         .send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         .await;
     assert_eq!(client.answer().await.status, 200);
-    client.send(&poll_request("ann", "")).await;
-    parked(&gw, "ann", 1).await;
-    push_to(&gw, "ann", "after").await;
-    assert_eq!(texts(&client.answer().await), ["after"]);
+    let after = polled(&gw, &mut client, "ann", "after").await;
+    assert_eq!(texts(&after), ["after"]);
 }
 
 #[tokio::test]
@@ -204,22 +208,15 @@ async fn an_answer_bigger_than_the_socket_buffer_arrives_whole() {
     config.limits.max_push_bytes = 16 << 20;
     let gw = Gateway::start(config).await;
     let mut client = Client::connect_narrow(&gw).await;
-    // Kept unread while the answer is written: the socket takes it in
-    // parts.
-    client.send(&poll_request("fay", "")).await;
-    parked(&gw, "fay", 1).await;
+    // The socket takes the answer in parts, as the client reads.
     let big = "z".repeat(8 << 20);
-    push_to(&gw, "fay", &big).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let answer = client.answer().await;
+    let answer = polled(&gw, &mut client, "fay", &big).await;
     assert_eq!(answer.status, 200);
     assert_eq!(texts(&answer), [big]);
     parked(&gw, "fay", 0).await;
     // The connection goes on with the next poll.
-    client.send(&poll_request("fay", "")).await;
-    parked(&gw, "fay", 1).await;
-    push_to(&gw, "fay", "small").await;
-    assert_eq!(texts(&client.answer().await), ["small"]);
+    let next = polled(&gw, &mut client, "fay", "small").await;
+    assert_eq!(texts(&next), ["small"]);
 }
 
 #[tokio::test]
