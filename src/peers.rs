@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 
 use dashmap::DashMap;
 use dashmap::mapref::entry::Entry;
@@ -247,7 +247,13 @@ impl<S: AsyncRead + Unpin> AsyncRead for PeerStream<S> {
     ) -> Poll<io::Result<()>> {
         if !self.unread.is_empty() {
             let n = self.unread.len().min(buf.remaining());
-            buf.put_slice(&self.unread.split_to(n));
+            buf.put_slice(&self.unread[..n]);
+            if n == self.unread.len() {
+                // Not an empty view of the buffer: that would keep it alive.
+                self.unread = Bytes::new();
+            } else {
+                self.unread.advance(n);
+            }
             return Poll::Ready(Ok(()));
         }
         Pin::new(&mut self.inner).poll_read(cx, buf)

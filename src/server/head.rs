@@ -10,6 +10,8 @@
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Version};
 
+use super::MAX_HEADERS;
+
 /// The endpoints the front door serves on the raw socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Native {
@@ -45,10 +47,11 @@ pub enum Parsed {
 }
 
 /// Reads a request head from the start of `buf`, with at most
-/// `max_headers` headers.
+/// `max_headers` headers (at most [`MAX_HEADERS`]: the slots live on the
+/// stack).
 pub fn parse(buf: &[u8], max_headers: usize) -> Parsed {
-    let mut slots = vec![httparse::EMPTY_HEADER; max_headers];
-    let mut req = httparse::Request::new(&mut slots);
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut slots[..max_headers.min(MAX_HEADERS)]);
     let len = match req.parse(buf) {
         Ok(httparse::Status::Complete(len)) => len,
         Ok(httparse::Status::Partial) => return Parsed::Partial,
