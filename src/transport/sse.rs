@@ -21,7 +21,6 @@ use futures_util::{StreamExt, stream};
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame as BodyFrame;
 use hyper::header::{self, HeaderMap, HeaderValue};
-use hyper::http::response::Parts;
 use hyper::{Request, Response};
 use tokio::net::TcpStream;
 use tracing::debug;
@@ -67,12 +66,16 @@ pub async fn serve_raw(
     drop(head);
     let mut resp = match opened {
         Ok(conn) => {
+            // The head is built now, so the stream holds none of its parts.
             let mut resp = Response::new(());
             stream_headers(resp.headers_mut());
             cors::decorate(&gw.origins, origin.as_deref(), resp.headers_mut());
             drop(origin);
             let (parts, ()) = resp.into_parts();
-            let ended = write_events(gw, tcp, &conn, &parts, keep_alive, pipelined).await;
+            let mut first = wire::response_head(&parts, Length::Chunked, keep_alive);
+            drop(parts);
+            wire::put_chunk(&mut first, &retry_field());
+            let ended = write_events(gw, tcp, &conn, first, pipelined).await;
             conn.outbound.clear_direct();
             gw.release(&conn);
             debug!(conn_id = conn.id, transport = "sse", "connection closed");
@@ -85,21 +88,20 @@ pub async fn serve_raw(
     wire::write_all(tcp, &bytes).await.is_ok() && keep_alive
 }
 
-/// The stream on the raw socket: the head, then events. Once the head is
-/// out, the fan-out writes each event to the socket itself while the task
-/// is idle; the task writes what was queued meanwhile, a chunk per batch.
-/// Returns true once an end event and the last chunk are written; false
-/// if the client left or the connection was killed first.
+/// The stream on the raw socket: `first` (the head and the retry field),
+/// then events. Once the head is out, the fan-out writes each event to
+/// the socket itself while the task is idle; the task writes what was
+/// queued meanwhile, a chunk per batch. Returns true once an end event
+/// and the last chunk are written; false if the client left or the
+/// connection was killed first.
 async fn write_events(
     gw: &Gateway,
     tcp: &Arc<TcpStream>,
     conn: &Conn,
-    parts: &Parts,
-    keep_alive: bool,
+    first: BytesMut,
     pipelined: &mut BytesMut,
 ) -> bool {
-    let mut out = wire::response_head(parts, Length::Chunked, keep_alive);
-    wire::put_chunk(&mut out, &retry_field());
+    let mut out = first;
     let mut direct = Some(Arc::new(SseSocket(Arc::clone(tcp))));
     loop {
         // Every write is raced against `kill`, so a client that stops
