@@ -42,6 +42,37 @@ struct Delivery<'a> {
     kill: Option<Kill>,
 }
 
+impl<'a> Delivery<'a> {
+    /// A run of `messages` broadcasts at `rate` to `groups`, each client
+    /// expecting all of them: no churn, warm-up, parking, failover or kill
+    /// (scenarios set those they need).
+    fn broadcasts(
+        scenario: &'static str,
+        params: Value,
+        common: &'a Common,
+        push: &'a PushOpts,
+        groups: Vec<Group>,
+        messages: u64,
+        rate: f64,
+    ) -> Self {
+        Self {
+            scenario,
+            params,
+            common,
+            push,
+            groups,
+            expect: messages,
+            churn: None,
+            jobs: broadcasts(messages),
+            rate,
+            warmup: false,
+            park: None,
+            failover: false,
+            kill: None,
+        }
+    }
+}
+
 /// A process to kill with SIGKILL while pushing.
 #[derive(Debug, Clone, Copy)]
 struct Kill {
@@ -58,28 +89,18 @@ pub async fn fanout(args: &FanoutArgs, sse: bool) -> anyhow::Result<Finished> {
     } else {
         (Kind::Ws, &c.ws_url)
     };
-    execute(Delivery {
-        scenario: if sse { "sse-fanout" } else { "fanout" },
-        params: json!({
+    execute(Delivery::broadcasts(
+        if sse { "sse-fanout" } else { "fanout" },
+        json!({
             "connections": args.connections, "messages": args.messages, "rate": args.rate,
             "payload_bytes": args.push.payload_bytes, "url": url,
         }),
-        common: c,
-        push: &args.push,
-        groups: vec![Group {
-            kind,
-            count: args.connections,
-            urls: url.clone(),
-        }],
-        expect: args.messages,
-        churn: None,
-        jobs: broadcasts(args.messages),
-        rate: args.rate,
-        warmup: false,
-        park: None,
-        failover: false,
-        kill: None,
-    })
+        c,
+        &args.push,
+        only(kind, args.connections, url),
+        args.messages,
+        args.rate,
+    ))
     .await
 }
 
@@ -87,26 +108,19 @@ pub async fn fanout(args: &FanoutArgs, sse: bool) -> anyhow::Result<Finished> {
 pub async fn poll_fanout(args: &PollFanoutArgs) -> anyhow::Result<Finished> {
     let c = &args.common;
     execute(Delivery {
-        scenario: "poll-fanout",
-        params: json!({
-            "connections": args.connections, "messages": args.messages, "rate": args.rate,
-            "payload_bytes": args.push.payload_bytes, "url": c.poll_url,
-        }),
-        common: c,
-        push: &args.push,
-        groups: vec![Group {
-            kind: Kind::Poll,
-            count: args.connections,
-            urls: c.poll_url.clone(),
-        }],
-        expect: args.messages,
-        churn: None,
-        jobs: broadcasts(args.messages),
-        rate: args.rate,
-        warmup: false,
         park: Some(Duration::from_secs(args.park_secs)),
-        failover: false,
-        kill: None,
+        ..Delivery::broadcasts(
+            "poll-fanout",
+            json!({
+                "connections": args.connections, "messages": args.messages, "rate": args.rate,
+                "payload_bytes": args.push.payload_bytes, "url": c.poll_url,
+            }),
+            c,
+            &args.push,
+            only(Kind::Poll, args.connections, &c.poll_url),
+            args.messages,
+            args.rate,
+        )
     })
     .await
 }
@@ -130,27 +144,21 @@ pub async fn personal(args: &PersonalArgs) -> anyhow::Result<Finished> {
             first = last;
         }
     }
+    let params = json!({
+        "connections": args.connections, "rounds": args.messages, "batch": batch,
+        "rate": args.rate, "pushes": jobs.len(), "url": c.ws_url,
+    });
     execute(Delivery {
-        scenario: "personal",
-        params: json!({
-            "connections": args.connections, "rounds": args.messages, "batch": batch,
-            "rate": args.rate, "pushes": jobs.len(), "url": c.ws_url,
-        }),
-        common: c,
-        push: &args.push,
-        groups: vec![Group {
-            kind: Kind::Ws,
-            count: args.connections,
-            urls: c.ws_url.clone(),
-        }],
-        expect: args.messages,
-        churn: None,
         jobs,
-        rate: args.rate,
-        warmup: false,
-        park: None,
-        failover: false,
-        kill: None,
+        ..Delivery::broadcasts(
+            "personal",
+            params,
+            c,
+            &args.push,
+            only(Kind::Ws, args.connections, &c.ws_url),
+            args.messages,
+            args.rate,
+        )
     })
     .await
 }
@@ -159,30 +167,24 @@ pub async fn personal(args: &PersonalArgs) -> anyhow::Result<Finished> {
 pub async fn churn(args: &ChurnArgs) -> anyhow::Result<Finished> {
     let c = &args.common;
     execute(Delivery {
-        scenario: "churn",
-        params: json!({
-            "connections": args.connections, "messages": args.messages, "rate": args.rate,
-            "reconnect_min_ms": args.reconnect_min_ms, "reconnect_max_ms": args.reconnect_max_ms,
-            "url": c.ws_url,
-        }),
-        common: c,
-        push: &args.push,
-        groups: vec![Group {
-            kind: Kind::Ws,
-            count: args.connections,
-            urls: c.ws_url.clone(),
-        }],
-        expect: args.messages,
         churn: Some(Churn {
             min_ms: args.reconnect_min_ms,
             max_ms: args.reconnect_max_ms,
         }),
-        jobs: broadcasts(args.messages),
-        rate: args.rate,
         warmup: true,
-        park: None,
-        failover: false,
-        kill: None,
+        ..Delivery::broadcasts(
+            "churn",
+            json!({
+                "connections": args.connections, "messages": args.messages, "rate": args.rate,
+                "reconnect_min_ms": args.reconnect_min_ms,
+                "reconnect_max_ms": args.reconnect_max_ms, "url": c.ws_url,
+            }),
+            c,
+            &args.push,
+            only(Kind::Ws, args.connections, &c.ws_url),
+            args.messages,
+            args.rate,
+        )
     })
     .await
 }
@@ -192,22 +194,19 @@ pub async fn mixed(args: &MixedArgs) -> anyhow::Result<Finished> {
     let c = &args.common;
     let groups = transports(c, args.ws, args.sse, args.poll);
     execute(Delivery {
-        scenario: "mixed",
-        params: json!({
-            "ws": args.ws, "sse": args.sse, "poll": args.poll,
-            "messages": args.messages, "rate": args.rate,
-        }),
-        common: c,
-        push: &args.push,
-        groups,
-        expect: args.messages,
-        churn: None,
-        jobs: broadcasts(args.messages),
-        rate: args.rate,
-        warmup: false,
         park: (args.poll > 0).then(|| Duration::from_secs(2)),
-        failover: false,
-        kill: None,
+        ..Delivery::broadcasts(
+            "mixed",
+            json!({
+                "ws": args.ws, "sse": args.sse, "poll": args.poll,
+                "messages": args.messages, "rate": args.rate,
+            }),
+            c,
+            &args.push,
+            groups,
+            args.messages,
+            args.rate,
+        )
     })
     .await
 }
@@ -218,21 +217,6 @@ pub async fn failover(args: &FailoverArgs) -> anyhow::Result<Finished> {
     let groups = transports(c, args.ws, args.sse, args.poll);
     anyhow::ensure!(!groups.is_empty(), "no subscribers (--ws, --sse, --poll)");
     execute(Delivery {
-        scenario: "failover",
-        params: json!({
-            "ws": args.ws, "sse": args.sse, "poll": args.poll,
-            "messages": args.messages, "rate": args.rate,
-            "nodes": c.ws_url.len().max(c.sse_url.len()).max(c.poll_url.len()),
-            "push_urls": c.push_url, "kill_pid": args.kill_pid,
-            "kill_after_secs": args.kill_after_secs,
-        }),
-        common: c,
-        push: &args.push,
-        groups,
-        expect: args.messages,
-        churn: None,
-        jobs: broadcasts(args.messages),
-        rate: args.rate,
         warmup: true,
         park: (args.poll > 0).then(|| Duration::from_secs(2)),
         failover: true,
@@ -240,6 +224,21 @@ pub async fn failover(args: &FailoverArgs) -> anyhow::Result<Finished> {
             pid,
             after: Duration::from_secs_f64(args.kill_after_secs.max(0.0)),
         }),
+        ..Delivery::broadcasts(
+            "failover",
+            json!({
+                "ws": args.ws, "sse": args.sse, "poll": args.poll,
+                "messages": args.messages, "rate": args.rate,
+                "nodes": c.ws_url.len().max(c.sse_url.len()).max(c.poll_url.len()),
+                "push_urls": c.push_url, "kill_pid": args.kill_pid,
+                "kill_after_secs": args.kill_after_secs,
+            }),
+            c,
+            &args.push,
+            groups,
+            args.messages,
+            args.rate,
+        )
     })
     .await
 }
@@ -260,6 +259,15 @@ fn transports(c: &Common, ws: u64, sse: u64, poll: u64) -> Vec<Group> {
         urls: urls.clone(),
     })
     .collect()
+}
+
+/// One group of `count` clients of `kind` on `urls`.
+fn only(kind: Kind, count: u64, urls: &[String]) -> Vec<Group> {
+    vec![Group {
+        kind,
+        count,
+        urls: urls.to_vec(),
+    }]
 }
 
 fn broadcasts(m: u64) -> Vec<Job> {
