@@ -192,6 +192,26 @@ mod tests {
     }
 
     #[test]
+    fn one_connection_users_spread_evenly_over_the_lanes() {
+        let registry = registry();
+        let conns: Vec<_> = (0..60)
+            .map(|i| {
+                registry
+                    .attach(user(&format!("u{i}")), Transport::Ws, None, 0)
+                    .expect("room")
+                    .conn
+            })
+            .collect();
+        for count in [2, 3, 4] {
+            for index in 0..count {
+                let lane = Lane { index, count };
+                let owned = conns.iter().filter(|c| lane.owns(c.id)).count();
+                assert_eq!(owned as u64, 60 / count, "lane {index} of {count}");
+            }
+        }
+    }
+
+    #[test]
     fn a_connection_skips_what_its_floor_covers() {
         let registry = registry();
         let conn = registry

@@ -128,7 +128,13 @@ pub struct Registry {
     users: DashMap<UserId, Arc<User>>,
     conns: DashMap<ConnId, Arc<Conn>>,
     sessions: DashMap<u64, Arc<User>>,
+    /// Connection ids, dense: fan-out lanes split connections by id.
     next_id: AtomicU64,
+    /// User session handles (tagged with [`SESSION_TAG`]), counted apart
+    /// so a new user does not take a connection id: with one connection
+    /// per user, shared numbering made every id odd, and one lane of two
+    /// got every connection.
+    next_handle: AtomicU64,
     open: [AtomicUsize; 3],
     total: AtomicUsize,
     limits: Limits,
@@ -143,6 +149,7 @@ impl Registry {
             conns: DashMap::new(),
             sessions: DashMap::new(),
             next_id: AtomicU64::new(1),
+            next_handle: AtomicU64::new(1),
             open: Default::default(),
             total: AtomicUsize::new(0),
             limits,
@@ -181,7 +188,7 @@ impl Registry {
         ));
         let (owner, replaced) = {
             let entry = self.users.entry(user.clone()).or_insert_with(|| {
-                let handle = self.next_id.fetch_add(1, Ordering::Relaxed) | SESSION_TAG;
+                let handle = self.next_handle.fetch_add(1, Ordering::Relaxed) | SESSION_TAG;
                 Arc::new(User::new(user, handle))
             });
             let mut conns = entry.conns.lock();
