@@ -35,24 +35,10 @@ pub enum Length {
 /// The end of a chunked body.
 pub const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
 
-/// The status line and headers of `parts`, with the framing headers added.
+/// The status line and headers of `parts`, with the framing headers
+/// added: the length (or chunked transfer), `connection: close` if the
+/// connection ends after it, and `date`.
 pub fn response_head(parts: &Parts, length: Length, keep_alive: bool) -> BytesMut {
-    let mut buf = head_start(parts, keep_alive);
-    match length {
-        Length::Fixed(n) => put_head_end(&mut buf, n),
-        Length::Chunked => {
-            put_header(&mut buf, b"transfer-encoding", b"chunked");
-            with_date(|date| put_header(&mut buf, b"date", date));
-            buf.put_slice(b"\r\n");
-        }
-    }
-    buf
-}
-
-/// The head of `parts` up to its length and date: the status line, the
-/// response's headers, and `connection: close` if the connection ends
-/// after it.
-fn head_start(parts: &Parts, keep_alive: bool) -> BytesMut {
     let mut buf = BytesMut::with_capacity(256);
     buf.put_slice(b"HTTP/1.1 ");
     buf.put_slice(parts.status.as_str().as_bytes());
@@ -62,22 +48,20 @@ fn head_start(parts: &Parts, keep_alive: bool) -> BytesMut {
     for (name, value) in &parts.headers {
         put_header(&mut buf, name.as_str().as_bytes(), value.as_bytes());
     }
+    match length {
+        Length::Fixed(n) => put_header(
+            &mut buf,
+            b"content-length",
+            itoa::Buffer::new().format(n).as_bytes(),
+        ),
+        Length::Chunked => put_header(&mut buf, b"transfer-encoding", b"chunked"),
+    }
     if !keep_alive {
         put_header(&mut buf, b"connection", b"close");
     }
-    buf
-}
-
-/// Ends a head begun by [`head_start`] for a body of `len` bytes:
-/// `content-length`, `date` and the blank line.
-fn put_head_end(buf: &mut BytesMut, len: usize) {
-    put_header(
-        buf,
-        b"content-length",
-        itoa::Buffer::new().format(len).as_bytes(),
-    );
-    with_date(|date| put_header(buf, b"date", date));
+    with_date(|date| put_header(&mut buf, b"date", date));
     buf.put_slice(b"\r\n");
+    buf
 }
 
 /// A whole answer with a fixed-length `body`.
@@ -93,9 +77,25 @@ pub fn put_chunk(buf: &mut BytesMut, data: &[u8]) {
     if data.is_empty() {
         return;
     }
-    buf.put_slice(format!("{:x}\r\n", data.len()).as_bytes());
+    let mut size = [0u8; 16];
+    let digits = hex_digits(data.len(), &mut size);
+    buf.put_slice(digits);
+    buf.put_slice(b"\r\n");
     buf.put_slice(data);
     buf.put_slice(b"\r\n");
+}
+
+/// `n` in lower-case hex, written at the end of `out`.
+fn hex_digits(mut n: usize, out: &mut [u8; 16]) -> &[u8] {
+    let mut at = out.len();
+    loop {
+        at -= 1;
+        out[at] = b"0123456789abcdef"[n % 16];
+        n /= 16;
+        if n == 0 {
+            return &out[at..];
+        }
+    }
 }
 
 /// `data` as one chunk of a chunked body.
@@ -263,5 +263,9 @@ mod tests {
             &b"1a\r\nxxxxxxxxxxxxxxxxxxxxxxxxxx\r\n"[..]
         );
         assert!(chunk(b"").is_empty(), "an empty chunk would end the body");
+        for n in [1, 9, 10, 15, 16, 255, 4096, 1 << 20] {
+            let mut size = [0u8; 16];
+            assert_eq!(hex_digits(n, &mut size), format!("{n:x}").as_bytes());
+        }
     }
 }
