@@ -15,8 +15,9 @@ use crate::bus::{Bus, BusError, MemoryBus, RedisBus};
 use crate::config::{BrokerKind, Config};
 use crate::history::Cursor;
 use crate::metrics::Counters;
+use crate::protocol::Transport;
 use crate::session::registry::Limits;
-use crate::session::{Conn, Registry, Transport, User};
+use crate::session::{Conn, Registry, User};
 use crate::wheel::{Timer, TimerKey};
 
 /// The timer payload of the periodic history sweep (never a connection id

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use pushgate::config::Config;
-use pushgate::session::UserId;
+use pushgate::protocol::UserId;
 use tracing::{info, warn};
 use tracing_subscriber::EnvFilter;
 

@@ -30,8 +30,8 @@ use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::api::error::ApiError;
 use crate::config::LimitsConfig;
+use crate::http::error::ApiError;
 use crate::metrics::ConnRefusal;
 
 /// Seconds a client refused for holding too many connections is asked to

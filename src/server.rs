@@ -25,19 +25,15 @@ use self::tls::TlsError;
 use crate::api::router;
 use crate::config::Config;
 use crate::gateway::{Gateway, StartError};
+use crate::http::{MAX_HEADERS, MAX_REQUEST_HEAD_BYTES};
+use crate::protocol::frame::{Frame, ReconnectReason};
 use crate::session::Outgoing;
 use crate::session::expiry::ConnExpiry;
-use crate::transport::frame::{Frame, ReconnectReason};
 use crate::wheel::{DEFAULT_BUDGET, drive};
 
-/// The largest request head (request line and headers) read, in bytes;
-/// hyper answers 431 past it.
-pub const MAX_REQUEST_HEAD_BYTES: usize = 32 * 1024;
 /// Handshakes the kernel may queue before the accept loop takes them
 /// (capped by the kernel's `net.core.somaxconn`).
 pub const LISTEN_BACKLOG: u32 = 1024;
-/// The most headers a request may carry.
-pub const MAX_HEADERS: usize = 64;
 /// How long a client told to reconnect by a drain should wait, in ms.
 pub const DRAIN_RETRY_MS: u64 = 1000;
 

@@ -6,7 +6,7 @@ mod support;
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use pushgate::session::Transport;
+use pushgate::protocol::Transport;
 use serde_json::json;
 use support::Gateway;
 use support::browser::{Live, Sse, poll_frames, poll_path, spawn_get, sse_path};

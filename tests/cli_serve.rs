@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use pushgate::auth::token;
 use pushgate::config::{Config, SHIPPED_DEV_SECRET};
-use pushgate::session::UserId;
+use pushgate::protocol::UserId;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;

@@ -138,7 +138,7 @@ async fn parked(gw: &Gateway, user: &str, count: usize) {
         let polls = gw
             .state
             .registry
-            .user(&pushgate::session::UserId::parse(user).expect("a user id"))
+            .user(&pushgate::protocol::UserId::parse(user).expect("a user id"))
             .map_or(0, |u| u.connections().len());
         if polls == count {
             return;

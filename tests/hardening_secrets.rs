@@ -15,7 +15,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use hyper::Method;
-use pushgate::session::UserId;
+use pushgate::protocol::UserId;
 use serde_json::json;
 use support::Gateway;
 use support::browser::{Sse, get};

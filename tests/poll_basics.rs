@@ -72,7 +72,7 @@ async fn poll_times_out_with_reconnect_and_the_session_is_reused() {
         let user = gw
             .state
             .registry
-            .user(&pushgate::session::UserId::parse("bob").unwrap())
+            .user(&pushgate::protocol::UserId::parse("bob").unwrap())
             .unwrap();
         let now = user.session.lock().timer;
         assert!(now.is_some());

@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use hyper::Method;
-use pushgate::session::Transport;
+use pushgate::protocol::Transport;
 use serde_json::json;
 use support::Gateway;
 use support::browser::{Sse, poll_frames, poll_path, request, spawn_get, sse_path};

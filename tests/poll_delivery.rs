@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use pushgate::session::Transport;
+use pushgate::protocol::Transport;
 use serde_json::{Value, json};
 use support::browser::{
     cursor_of, data_of, get, poll_frames, poll_path, spawn_get, wait_for_connections,
@@ -189,7 +189,7 @@ async fn a_parked_poll_whose_client_went_away_is_released_before_its_timeout() {
     // Dropping the client closes its socket; the gateway notices.
     wait_for_connections(&gw, Transport::Poll, 0, WAIT).await;
     // The session lives on for the next poll.
-    let uid = pushgate::session::UserId::parse("jane").unwrap();
+    let uid = pushgate::protocol::UserId::parse("jane").unwrap();
     assert!(
         gw.state
             .registry

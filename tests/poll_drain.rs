@@ -11,7 +11,7 @@ use futures_util::future::join_all;
 use http_body_util::Empty;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use pushgate::session::Transport;
+use pushgate::protocol::Transport;
 use serde_json::json;
 use support::Gateway;
 use support::browser::{Sse, SseItem, poll_frames, poll_path, spawn_get, sse_path};

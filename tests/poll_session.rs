@@ -9,7 +9,7 @@ mod support;
 
 use std::time::Duration;
 
-use pushgate::session::{Transport, UserId};
+use pushgate::protocol::{Transport, UserId};
 use serde_json::json;
 use support::Gateway;
 use support::browser::{cursor_of, poll_frames, poll_path, spawn_get, wait_for_connections};

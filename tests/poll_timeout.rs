@@ -7,7 +7,7 @@ mod support;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use pushgate::session::Transport;
+use pushgate::protocol::Transport;
 use serde_json::json;
 use support::Gateway;
 use support::browser::{cursor_of, data_of, get, poll_frames, poll_path, spawn_get};

@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use pushgate::session::Transport;
+use pushgate::protocol::Transport;
 use serde_json::{Value, json};
 use support::browser::{Live, data_of, poll_frames, poll_path, spawn_get, wait_for_connections};
 use support::{Gateway, next_json};

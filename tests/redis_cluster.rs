@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use hyper::Method;
-use pushgate::session::Transport;
+use pushgate::protocol::Transport;
 use serde_json::json;
 use support::browser::{Sse, poll_frames, poll_path, spawn_get, sse_path, wait_for_connections};
 use support::{Gateway, next_json, redis};

@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use pushgate::session::Transport;
+use pushgate::protocol::Transport;
 use serde_json::{Value, json};
 use support::Gateway;
 use support::browser::{

@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use pushgate::session::Transport;
+use pushgate::protocol::Transport;
 use serde_json::json;
 use support::Gateway;
 use support::browser::{Sse, SseItem, sse_path, wait_for_connections};

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use pushgate::config::Config;
-use pushgate::session::UserId;
+use pushgate::protocol::UserId;
 use serde_json::json;
 use support::ws::{eventually, metric, opcode};
 use support::{Gateway, config, next_json, read_until_close, token};

@@ -10,7 +10,7 @@ mod support;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use pushgate::session::UserId;
+use pushgate::protocol::UserId;
 use serde_json::json;
 use support::ws::metric;
 use support::{Gateway, config, read_until_close};

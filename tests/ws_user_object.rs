@@ -7,7 +7,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pushgate::session::UserId;
+use pushgate::protocol::UserId;
 use serde_json::json;
 use support::ws::eventually;
 use support::{Gateway, next_json};

@@ -10,7 +10,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::{Algorithm, EncodingKey};
 use libfuzzer_sys::fuzz_target;
 use pushgate::auth::TokenVerifier;
-use pushgate::session::UserId;
+use pushgate::protocol::UserId;
 
 const SECRET: &[u8] = b"fuzz-secret-0123456789abcdef";
 const NOW: u64 = 1_700_000_000;

@@ -12,11 +12,12 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Request, Response, StatusCode};
 use serde_json::json;
 
-use super::error::ApiError;
-use super::{Body, handlers};
+use super::handlers;
 use crate::auth::token::mint;
 use crate::gateway::Gateway;
-use crate::session::UserId;
+use crate::http::ApiError;
+use crate::http::Body;
+use crate::protocol::UserId;
 
 /// How long a demo token is valid, in seconds.
 pub const DEMO_TOKEN_TTL_SECS: u64 = 3600;

@@ -9,13 +9,13 @@ use hyper::{Request, Response, StatusCode};
 use serde_json::json;
 use tracing::{debug, warn};
 
-use super::error::ApiError;
 use super::push::{PushRequest, PushTarget};
-use super::{Body, full};
 use crate::bus::{BusError, Publish};
 use crate::gateway::Gateway;
+use crate::http::ApiError;
+use crate::http::{Body, full};
 use crate::metrics::{TRANSPORTS, names};
-use crate::session::{Transport, UserId};
+use crate::protocol::{Transport, UserId};
 
 /// A JSON response with this status.
 pub fn json_response(status: StatusCode, value: &serde_json::Value) -> Response<Body> {

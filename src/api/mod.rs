@@ -1,27 +1,28 @@
 //! The HTTP API: routing, request parsing, errors, static files.
 
 pub mod demo;
-pub mod error;
 pub mod handlers;
 pub mod push;
 pub mod router;
 pub mod static_files;
 
-use std::convert::Infallible;
+use crate::http::ApiError;
+use crate::protocol::BadUserId;
 
-use bytes::Bytes;
-use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt, Empty, Full};
-
-/// The body type of every response (fixed bodies and streams alike).
-pub type Body = UnsyncBoxBody<Bytes, Infallible>;
-
-/// An empty body.
-pub fn empty() -> Body {
-    Empty::new().boxed_unsync()
+/// For a user id taken from a path or query; the message is the reason.
+impl From<BadUserId> for ApiError {
+    fn from(err: BadUserId) -> Self {
+        Self::BadUserId(err.to_string())
+    }
 }
 
-/// A body of these bytes.
-pub fn full(bytes: impl Into<Bytes>) -> Body {
-    Full::new(bytes.into()).boxed_unsync()
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_user_ids_become_bad_user_id() {
+        let err = ApiError::from(BadUserId::Empty);
+        assert_eq!(err, ApiError::BadUserId("user id is empty".into()));
+    }
 }

@@ -32,7 +32,9 @@ use serde::de::{MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
-use crate::session::{BadUserId, UserId};
+use crate::http::ApiError;
+
+use crate::protocol::{BadUserId, UserId};
 
 /// The longest idempotency key accepted, in characters (not bytes).
 pub const MAX_PUSH_ID_CHARS: usize = 128;
@@ -333,6 +335,23 @@ fn nesting_depth(json: &str) -> usize {
     max
 }
 
+impl From<PushError> for ApiError {
+    fn from(err: PushError) -> Self {
+        let message = err.to_string();
+        match err {
+            PushError::NotUtf8(_)
+            | PushError::Syntax(_)
+            | PushError::NotObject
+            | PushError::WrongType { .. }
+            | PushError::BadId(_)
+            | PushError::TooDeep => Self::BadJson(message),
+            PushError::MissingField(_) | PushError::NoUsers => Self::MissingField(message),
+            PushError::BadUserId { .. } => Self::BadUserId(message),
+            PushError::TooManyUsers { .. } => Self::TooManyUsers(message),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -618,6 +637,24 @@ mod tests {
         ];
         for (json, want) in cases {
             assert_eq!(nesting_depth(json), want, "{json}");
+        }
+    }
+
+    #[test]
+    fn push_errors_keep_their_code_and_message() {
+        let bodies: [&[u8]; 5] = [
+            b"[]",
+            br#"{"data":1}"#,
+            br#"{"to":["a b"],"data":1}"#,
+            br#"{"to":["a","b"],"data":1}"#,
+            br#"{"to":"*","data":1,"id":""}"#,
+        ];
+        for body in bodies {
+            let err = PushRequest::parse(body, 1).expect_err("invalid body");
+            let (code, message) = (err.code(), err.to_string());
+            let api = ApiError::from(err);
+            assert_eq!((api.code(), api.message()), (code, message));
+            assert_eq!(api.status(), hyper::StatusCode::BAD_REQUEST);
         }
     }
 }

@@ -10,9 +10,10 @@ use std::sync::Arc;
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response};
 
-use super::error::ApiError;
-use super::{Body, demo, handlers, static_files};
+use super::{demo, handlers, static_files};
 use crate::gateway::Gateway;
+use crate::http::ApiError;
+use crate::http::Body;
 use crate::transport::{cors, longpoll, sse, websocket};
 
 /// Which endpoint a path names, and the methods it takes.

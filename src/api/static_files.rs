@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Response};
 
-use super::error::ApiError;
-use super::{Body, empty, full};
+use crate::http::ApiError;
+use crate::http::{Body, empty, full};
 
 /// The file a request path names under `root`, or `None` for a path that
 /// could leave it. `/` is `index.html`.

@@ -14,7 +14,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::session::{BadUserId, UserId};
+use crate::protocol::{BadUserId, UserId};
 
 /// The only `alg` header value accepted.
 const ACCEPTED_ALG: &str = "HS256";

@@ -22,8 +22,8 @@ use parking_lot::Mutex;
 use tracing::error;
 
 use crate::api::push::PushTarget;
+use crate::protocol::frame::Frame;
 use crate::session::{Lane, Registry};
-use crate::transport::frame::Frame;
 
 /// What to run once a message reached every connection it should (on the
 /// lane that finished last). Two messages' `then`s may run at once, on two
@@ -117,8 +117,9 @@ mod tests {
 
     use super::*;
     use crate::metrics::Counters;
+    use crate::protocol::{Transport, UserId};
+    use crate::session::Outgoing;
     use crate::session::registry::Limits;
-    use crate::session::{Outgoing, Transport, UserId};
 
     fn registry() -> Arc<Registry> {
         let limits = Limits {
@@ -139,7 +140,7 @@ mod tests {
             seq,
             &format!("m{seq}"),
             &format!("c{seq}"),
-            crate::transport::frame::StreamKind::Broadcast,
+            crate::protocol::frame::StreamKind::Broadcast,
             &data,
         )
     }

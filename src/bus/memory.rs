@@ -12,8 +12,9 @@ use super::{Bus, BusError, Open, Opened, Publish, Published};
 use crate::api::push::PushTarget;
 use crate::history::{Cursor, Dedupe, History};
 use crate::metrics::Counters;
-use crate::session::{AtCapacity, Conn, Registry, Transport, UserId};
-use crate::transport::frame::{Frame, StreamKind};
+use crate::protocol::frame::{Frame, StreamKind};
+use crate::protocol::{Transport, UserId};
+use crate::session::{AtCapacity, Conn, Registry};
 use crate::wheel::Clock;
 
 /// Numbering, history, idempotency keys: everything the publish lock guards.

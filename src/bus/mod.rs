@@ -13,8 +13,9 @@ use serde_json::value::RawValue;
 
 use crate::api::push::PushTarget;
 use crate::history::Cursor;
-use crate::session::{AtCapacity, Attached, Conn, Transport, UserId};
-use crate::transport::frame::Frame;
+use crate::protocol::frame::Frame;
+use crate::protocol::{Transport, UserId};
+use crate::session::{AtCapacity, Attached, Conn};
 
 pub use memory::MemoryBus;
 pub use redis::RedisBus;

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use super::ring::Ring;
-use crate::session::UserId;
+use crate::protocol::UserId;
 
 /// What a reader gets back for a cursor.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -23,9 +23,9 @@ use tokio_rustls::TlsAcceptor;
 use tracing::debug;
 
 use super::{front, http1, stopped};
-use crate::api::error::ApiError;
 use crate::api::router;
 use crate::gateway::Gateway;
+use crate::http::error::ApiError;
 use crate::metrics::ConnRefusal;
 use crate::peers::{PeerLimits, PeerStream};
 

@@ -27,8 +27,8 @@ use tokio::time::Instant;
 
 use super::admission::{self, Phase};
 use super::head::{self, Head, Native, Parsed};
-use super::{MAX_HEADERS, MAX_REQUEST_HEAD_BYTES};
 use crate::gateway::Gateway;
+use crate::http::{MAX_HEADERS, MAX_REQUEST_HEAD_BYTES};
 use crate::peers::PeerStream;
 use crate::transport::{longpoll, sse};
 

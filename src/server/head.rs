@@ -10,7 +10,7 @@
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Version};
 
-use super::MAX_HEADERS;
+use crate::http::MAX_HEADERS;
 
 /// The endpoints the front door serves on the raw socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,38 +6,11 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use tokio::sync::Notify;
 
 use super::outbound::Outbound;
-use super::user_id::UserId;
+use crate::protocol::{Transport, UserId};
 use crate::wheel::TimerKey;
 
 /// A process-unique connection number; also the payload of its timer entry.
 pub type ConnId = u64;
-
-/// How a client is connected.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Transport {
-    /// A WebSocket.
-    Ws,
-    /// A parked long-poll.
-    Poll,
-    /// A server-sent events stream.
-    Sse,
-}
-
-impl Transport {
-    /// The metric label and log field value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Ws => "ws",
-            Self::Poll => "poll",
-            Self::Sse => "sse",
-        }
-    }
-
-    /// Index into per-transport arrays, in the order of [`crate::metrics::TRANSPORTS`].
-    pub fn index(self) -> usize {
-        self as usize
-    }
-}
 
 /// A connection: its queue, its activity clock and its timer entry.
 ///

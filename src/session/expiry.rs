@@ -20,9 +20,10 @@ use tokio::time::Instant;
 
 use crate::gateway::{Gateway, HISTORY_SWEEP};
 use crate::metrics::Eviction;
+use crate::protocol::Transport;
+use crate::protocol::frame::CloseReason;
 use crate::session::registry::SESSION_TAG;
-use crate::session::{Conn, Outgoing, Pushed, Transport, User};
-use crate::transport::frame::CloseReason;
+use crate::session::{Conn, Outgoing, Pushed, User};
 use crate::wheel::{ExpirySink, Fired};
 
 /// How long a connection may take to finish closing once its end was

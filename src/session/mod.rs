@@ -1,13 +1,11 @@
-//! Users and their connections: ids, the per-user object, the registry,
+//! Users and their connections: the per-user object, the registry,
 //! and each connection's outbound queue.
 
 pub mod conn;
 pub mod expiry;
 pub mod outbound;
 pub mod registry;
-pub mod user_id;
 
-pub use conn::{Conn, ConnId, Transport};
+pub use conn::{Conn, ConnId};
 pub use outbound::{DirectWrite, Outbound, Outgoing, Pushed};
 pub use registry::{AtCapacity, Attached, Lane, Registry, Session, User};
-pub use user_id::{BadUserId, UserId};

@@ -28,7 +28,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::transport::frame::{CloseReason, Frame};
+use crate::protocol::frame::{CloseReason, Frame};
 
 /// One thing for a connection's task to write.
 #[derive(Debug, Clone, PartialEq)]
@@ -341,8 +341,8 @@ impl Outbound {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::frame::ReconnectReason;
-    use crate::transport::ws_codec;
+    use crate::protocol::frame::ReconnectReason;
+    use crate::protocol::ws_codec;
 
     fn frame(s: &str) -> Frame {
         Frame::error("test", s)
@@ -514,7 +514,7 @@ mod tests {
                 seq,
                 "m",
                 "c",
-                crate::transport::frame::StreamKind::Broadcast,
+                crate::protocol::frame::StreamKind::Broadcast,
                 &serde_json::value::RawValue::from_string("1".into()).expect("json"),
             )
         };

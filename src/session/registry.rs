@@ -11,11 +11,12 @@ use dashmap::DashMap;
 use dashmap::mapref::entry::Entry;
 use parking_lot::Mutex;
 
-use super::conn::{Conn, ConnId, Transport};
+use super::conn::{Conn, ConnId};
 use super::outbound::{Outgoing, Pushed};
-use super::user_id::UserId;
 use crate::metrics::{Counters, Eviction};
-use crate::transport::frame::{CloseReason, Frame};
+use crate::protocol::Transport;
+use crate::protocol::UserId;
+use crate::protocol::frame::{CloseReason, Frame};
 use crate::wheel::TimerKey;
 
 /// Set in a user's handle, so session timer payloads never equal a

@@ -7,12 +7,12 @@
 use hyper::Request;
 use hyper::header;
 
-use crate::api::Body;
-use crate::api::error::ApiError;
 use crate::auth::token::bearer;
 use crate::gateway::Gateway;
 use crate::history::Cursor;
-use crate::session::{Transport, UserId};
+use crate::http::Body;
+use crate::http::error::ApiError;
+use crate::protocol::{Transport, UserId};
 
 /// Seconds a refused client is asked to wait before trying again.
 pub const RETRY_AFTER_SECS: u64 = 1;

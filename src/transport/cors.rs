@@ -6,9 +6,9 @@
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Response, StatusCode};
 
-use crate::api::error::ApiError;
-use crate::api::{Body, empty};
 use crate::auth::origin::OriginPolicy;
+use crate::http::error::ApiError;
+use crate::http::{Body, empty};
 
 /// How long a browser may cache a preflight answer, in seconds.
 pub const PREFLIGHT_MAX_AGE_SECS: u32 = 600;

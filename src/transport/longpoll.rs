@@ -16,13 +16,15 @@ use hyper::{Request, Response};
 use tokio::net::TcpStream;
 
 use super::client::{self, Client, ClientError};
-use super::{cors, wire};
-use crate::api::{Body, full};
+use super::cors;
 use crate::bus::{Open, Opened};
 use crate::gateway::Gateway;
+use crate::http::wire;
+use crate::http::{Body, full};
+use crate::protocol::Transport;
+use crate::protocol::frame::{Frame, ReconnectReason, json_array};
 use crate::server::head::Head;
-use crate::session::{Attached, Conn, Outgoing, Transport, User};
-use crate::transport::frame::{Frame, ReconnectReason, json_array};
+use crate::session::{Attached, Conn, Outgoing, User};
 
 /// Answers `GET /poll`.
 ///

@@ -27,13 +27,14 @@ use tracing::debug;
 
 use super::client;
 use super::cors;
-use super::wire::{self, Length};
-use crate::api::Body;
 use crate::bus::{Open, Opened};
 use crate::gateway::Gateway;
+use crate::http::Body;
+use crate::http::wire::{self, Length};
+use crate::protocol::Transport;
+use crate::protocol::frame::{Frame, sse_comment};
 use crate::server::head::Head;
-use crate::session::{Conn, DirectWrite, Outgoing, Transport};
-use crate::transport::frame::{Frame, sse_comment};
+use crate::session::{Conn, DirectWrite, Outgoing};
 
 /// Milliseconds a browser waits before reconnecting a dropped stream (the
 /// stream's `retry:` field).

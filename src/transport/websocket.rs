@@ -29,15 +29,16 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use tracing::{debug, trace, warn};
 
 use super::client::{self, ClientError};
-use super::wire;
-use super::ws_codec::{self, Inbound};
-use crate::api::Body;
-use crate::api::error::ApiError;
 use crate::bus::{Open, Opened};
 use crate::gateway::Gateway;
+use crate::http::Body;
+use crate::http::error::ApiError;
+use crate::http::wire;
 use crate::peers::PeerStream;
-use crate::session::{Conn, DirectWrite, Outgoing, Pushed, Transport};
-use crate::transport::frame::Frame;
+use crate::protocol::Transport;
+use crate::protocol::frame::Frame;
+use crate::protocol::ws_codec::{self, Inbound};
+use crate::session::{Conn, DirectWrite, Outgoing, Pushed};
 
 /// Why a request is not a WebSocket handshake we accept.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -154,7 +155,7 @@ pub async fn upgrade(gw: &Arc<Gateway>, mut req: Request<Incoming>) -> Response<
         let _ = gw.release(&conn);
         debug!(user_id = %conn.user, conn_id = conn.id, transport = "ws", "connection closed");
     });
-    let mut resp = Response::new(crate::api::empty());
+    let mut resp = Response::new(crate::http::empty());
     *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
     let headers = resp.headers_mut();
     headers.insert(header::UPGRADE, HeaderValue::from_static("websocket"));

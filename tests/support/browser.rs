@@ -11,7 +11,7 @@ use hyper::body::Incoming;
 use hyper::{HeaderMap, Method, Request, StatusCode};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use pushgate::session::Transport;
+use pushgate::protocol::Transport;
 use serde_json::Value;
 
 use super::{Gateway, Response, Ws, next_json, token};

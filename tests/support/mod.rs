@@ -13,7 +13,7 @@ use hyper::{Method, Request, StatusCode};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use pushgate::config::Config;
-use pushgate::session::UserId;
+use pushgate::protocol::UserId;
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;

@@ -394,6 +394,6 @@ pub fn alg_none_token(user: &str) -> String {
 /// A token for `user` signed with `secret` (not the gateway's), expiring
 /// at `exp` (seconds since the epoch).
 pub fn token_with(secret: &[u8], user: &str, exp: u64) -> String {
-    let user = pushgate::session::UserId::parse(user).expect("valid user id");
+    let user = pushgate::protocol::UserId::parse(user).expect("valid user id");
     pushgate::auth::token::mint(secret, &user, exp)
 }

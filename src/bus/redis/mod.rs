@@ -45,8 +45,9 @@ use crate::api::push::PushTarget;
 use crate::config::BrokerConfig;
 use crate::history::Cursor;
 use crate::metrics::Counters;
-use crate::session::{AtCapacity, Conn, Outgoing, Registry, Transport, UserId};
-use crate::transport::frame::{Frame, StreamKind, message_parts};
+use crate::protocol::frame::{Frame, StreamKind, message_parts};
+use crate::protocol::{Transport, UserId};
+use crate::session::{AtCapacity, Conn, Outgoing, Registry};
 
 /// The longest wait between attempts to resubscribe.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);

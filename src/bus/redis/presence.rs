@@ -11,7 +11,7 @@ use tracing::warn;
 
 use super::Shared;
 use crate::bus::BusError;
-use crate::session::UserId;
+use crate::protocol::UserId;
 
 /// Replaces the node's hash with a snapshot and records its heartbeat.
 /// KEYS[1] the node's hash, KEYS[2] the nodes zset; ARGV[1] node, ARGV[2]

@@ -33,8 +33,6 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Response, StatusCode};
 
 use super::Body;
-use super::push::PushError;
-use crate::session::BadUserId;
 
 /// An error answered to an HTTP client. The `Display` text is the JSON
 /// `message`.
@@ -238,37 +236,12 @@ impl ApiError {
     }
 }
 
-impl From<PushError> for ApiError {
-    fn from(err: PushError) -> Self {
-        let message = err.to_string();
-        match err {
-            PushError::NotUtf8(_)
-            | PushError::Syntax(_)
-            | PushError::NotObject
-            | PushError::WrongType { .. }
-            | PushError::BadId(_)
-            | PushError::TooDeep => Self::BadJson(message),
-            PushError::MissingField(_) | PushError::NoUsers => Self::MissingField(message),
-            PushError::BadUserId { .. } => Self::BadUserId(message),
-            PushError::TooManyUsers { .. } => Self::TooManyUsers(message),
-        }
-    }
-}
-
-/// For a user id taken from a path or query; the message is the reason.
-impl From<BadUserId> for ApiError {
-    fn from(err: BadUserId) -> Self {
-        Self::BadUserId(err.to_string())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use http_body_util::BodyExt;
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::api::push::PushRequest;
 
     /// Status, code, message, and the headers besides `content-type`.
     type Want = (
@@ -428,29 +401,5 @@ mod tests {
             let boxed = boxed.into_body().collect().await.expect("full body");
             assert_eq!(boxed.to_bytes(), bytes, "{code}");
         }
-    }
-
-    #[test]
-    fn push_errors_keep_their_code_and_message() {
-        let bodies: [&[u8]; 5] = [
-            b"[]",
-            br#"{"data":1}"#,
-            br#"{"to":["a b"],"data":1}"#,
-            br#"{"to":["a","b"],"data":1}"#,
-            br#"{"to":"*","data":1,"id":""}"#,
-        ];
-        for body in bodies {
-            let err = PushRequest::parse(body, 1).expect_err("invalid body");
-            let (code, message) = (err.code(), err.to_string());
-            let api = ApiError::from(err);
-            assert_eq!((api.code(), api.message()), (code, message));
-            assert_eq!(api.status(), StatusCode::BAD_REQUEST);
-        }
-    }
-
-    #[test]
-    fn bad_user_ids_become_bad_user_id() {
-        let err = ApiError::from(BadUserId::Empty);
-        assert_eq!(err, ApiError::BadUserId("user id is empty".into()));
     }
 }

@@ -17,8 +17,8 @@ use hyper::Response;
 use hyper::http::response::Parts;
 use tokio::net::TcpStream;
 
-use crate::api::Body;
-use crate::server::MAX_REQUEST_HEAD_BYTES;
+use crate::http::Body;
+use crate::http::MAX_REQUEST_HEAD_BYTES;
 
 /// Bytes asked of the socket per read while an answer waits.
 const PIPELINED_CHUNK_BYTES: usize = 512;

@@ -23,7 +23,8 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 
-use super::{wire, ws_codec};
+use super::ws_codec;
+use crate::http::wire;
 
 /// Bytes a frame needs besides its variable strings, rounded up generously
 /// so the common frame is written without growing its buffer.

@@ -1,0 +1,19 @@
+//! HTTP vocabulary every layer shares: the response body type, the one
+//! map from errors to status codes, the limits on a request head, and the
+//! raw HTTP/1.1 encoding used where pushgate writes to the socket itself.
+//!
+//! Imports nothing of ours: frames, transports and the API build on it.
+
+pub(crate) mod body;
+pub(crate) mod error;
+pub(crate) mod wire;
+
+pub(crate) use body::{Body, empty, full};
+pub(crate) use error::ApiError;
+
+/// The longest request head accepted (request line and headers), in bytes;
+/// a longer one gets `431`.
+pub(crate) const MAX_REQUEST_HEAD_BYTES: usize = 32 * 1024;
+
+/// The most headers a request may carry.
+pub(crate) const MAX_HEADERS: usize = 64;
