@@ -6,7 +6,8 @@
 use std::collections::HashSet;
 
 use libfuzzer_sys::fuzz_target;
-use pushgate::api::push::{MAX_DATA_DEPTH, MAX_PUSH_ID_CHARS, PushRequest, PushTarget};
+use pushgate::api::push::parse::{MAX_DATA_DEPTH, MAX_PUSH_ID_CHARS, PushRequest};
+use pushgate::bus::PushTarget;
 
 const CODES: &[&str] = &["bad_json", "missing_field", "bad_user_id", "too_many_users"];
 

@@ -12,7 +12,7 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Request, Response, StatusCode};
 use serde_json::json;
 
-use super::handlers;
+use super::request;
 use crate::auth::token::mint;
 use crate::gateway::Gateway;
 use crate::http::ApiError;
@@ -45,14 +45,14 @@ where
     struct TokenRequest {
         user: String,
     }
-    let body = handlers::read_body(gw, req.into_body(), MAX_TOKEN_REQUEST_BYTES).await?;
+    let body = request::read_body(gw, req.into_body(), MAX_TOKEN_REQUEST_BYTES).await?;
     let request: TokenRequest = serde_json::from_slice(&body)
         .map_err(|err| ApiError::BadJson(format!("expected {{\"user\": \"<user id>\"}}: {err}")))?;
     let user = UserId::parse(&request.user).map_err(|err| ApiError::BadUserId(err.to_string()))?;
     let expires_at = Gateway::unix_now() + DEMO_TOKEN_TTL_SECS;
     let token = mint(gw.config.auth.secret.as_bytes(), &user, expires_at);
     let body = json!({ "token": token, "user": user.as_str(), "expires_at": expires_at });
-    Ok(handlers::json_response(StatusCode::OK, &body))
+    Ok(request::json_response(StatusCode::OK, &body))
 }
 
 /// `POST /demo/push`: `POST /push` with the gateway vouching for the key.
@@ -61,7 +61,7 @@ pub async fn push(gw: &Gateway, mut req: Request<hyper::body::Incoming>) -> Resp
     match HeaderValue::from_str(&bearer) {
         Ok(value) => {
             req.headers_mut().insert(header::AUTHORIZATION, value);
-            handlers::push(gw, req).await
+            super::push::push(gw, req).await
         }
         Err(_) => ApiError::Internal.into_body_response(),
     }

@@ -1,8 +1,9 @@
 //! The HTTP API: routing, request parsing, errors, static files.
 
 pub mod demo;
-pub mod handlers;
+pub mod operators;
 pub mod push;
+pub(crate) mod request;
 pub mod router;
 pub mod static_files;
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response};
 
-use super::{demo, handlers, static_files};
+use super::{demo, operators, push, static_files};
 use crate::gateway::Gateway;
 use crate::http::ApiError;
 use crate::http::Body;
@@ -109,13 +109,13 @@ pub async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Response<Body> 
         Route::WebSocket => Box::pin(websocket::upgrade(&gw, req)).await,
         Route::Poll => Box::pin(longpoll::poll(&gw, req)).await,
         Route::Sse => Box::pin(sse::stream(&gw, req)).await,
-        Route::Push => Box::pin(handlers::push(&gw, req)).await,
+        Route::Push => Box::pin(push::push(&gw, req)).await,
         Route::DemoToken => Box::pin(demo::token(&gw, req)).await,
         Route::DemoPush => Box::pin(demo::push(&gw, req)).await,
-        Route::User(uid) => Box::pin(handlers::user(&gw, &req, uid)).await,
-        Route::Health => handlers::health(),
-        Route::Ready => handlers::ready(&gw),
-        Route::Metrics => handlers::metrics(&gw),
+        Route::User(uid) => Box::pin(operators::user(&gw, &req, uid)).await,
+        Route::Health => operators::health(),
+        Route::Ready => operators::ready(&gw),
+        Route::Metrics => operators::metrics(&gw),
         Route::Static(path) => {
             Box::pin(static_files::serve(
                 &gw.config.server.static_dir,
@@ -130,7 +130,7 @@ pub async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Response<Body> 
 /// Answers one request on the separate metrics listener.
 pub async fn handle_metrics(gw: Arc<Gateway>, req: Request<Incoming>) -> Response<Body> {
     match (req.method(), req.uri().path()) {
-        (&Method::GET | &Method::HEAD, "/metrics") => handlers::metrics(&gw),
+        (&Method::GET | &Method::HEAD, "/metrics") => operators::metrics(&gw),
         (_, "/metrics") => ApiError::MethodNotAllowed { allow: "GET, HEAD" }.into_body_response(),
         _ => ApiError::NotFound.into_body_response(),
     }

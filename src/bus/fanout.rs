@@ -21,7 +21,7 @@ use std::sync::{Arc, mpsc};
 use parking_lot::Mutex;
 use tracing::error;
 
-use crate::api::push::PushTarget;
+use crate::bus::PushTarget;
 use crate::protocol::frame::Frame;
 use crate::session::{Lane, Registry};
 

@@ -9,7 +9,7 @@ use tokio::sync::oneshot;
 
 use super::fanout::Fanout;
 use super::{Bus, BusError, Open, Opened, Publish, Published};
-use crate::api::push::PushTarget;
+use crate::bus::PushTarget;
 use crate::history::{Cursor, Dedupe, History};
 use crate::metrics::Counters;
 use crate::protocol::frame::{Frame, StreamKind};

@@ -11,7 +11,6 @@ pub mod redis;
 use futures_util::future::BoxFuture;
 use serde_json::value::RawValue;
 
-use crate::api::push::PushTarget;
 use crate::history::Cursor;
 use crate::protocol::frame::Frame;
 use crate::protocol::{Transport, UserId};
@@ -19,6 +18,16 @@ use crate::session::{AtCapacity, Attached, Conn};
 
 pub use memory::MemoryBus;
 pub use redis::RedisBus;
+
+/// Who a push goes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PushTarget {
+    /// `"to": "*"`: every connection, on the broadcast stream.
+    Broadcast,
+    /// `"to": [...]`: these users' personal streams; at least one, no
+    /// repeats, in the order first given.
+    Users(Vec<UserId>),
+}
 
 /// A push accepted by the API, to be numbered and delivered.
 #[derive(Debug)]

@@ -41,7 +41,7 @@ use tracing::{info, warn};
 
 use super::fanout::Fanout;
 use super::{Bus, BusError, Open, Opened, Publish, Published};
-use crate::api::push::PushTarget;
+use crate::bus::PushTarget;
 use crate::config::BrokerConfig;
 use crate::history::Cursor;
 use crate::metrics::Counters;

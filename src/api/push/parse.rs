@@ -32,6 +32,7 @@ use serde::de::{MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
+use crate::bus::PushTarget;
 use crate::http::ApiError;
 
 use crate::protocol::{BadUserId, UserId};
@@ -54,16 +55,6 @@ pub struct PushRequest {
     pub id: Option<String>,
     /// The message payload, exactly as the backend sent it.
     pub data: Box<RawValue>,
-}
-
-/// Who a push goes to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PushTarget {
-    /// `"to": "*"`: every connection, on the broadcast stream.
-    Broadcast,
-    /// `"to": [...]`: these users' personal streams; at least one, no
-    /// repeats, in the order first given.
-    Users(Vec<UserId>),
 }
 
 /// Why a push body was refused. Every variant is a `400`; [`code`] gives

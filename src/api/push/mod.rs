@@ -1,0 +1,103 @@
+//! `POST /push`: the backend's one write. The handler checks the key, the
+//! type, the size and the rate, has the body parsed ([`parse`], pure) and
+//! publishes it whole or not at all.
+
+pub(crate) mod parse;
+
+use hyper::body::Incoming;
+use hyper::header;
+use hyper::{Request, Response, StatusCode};
+use serde_json::json;
+use tracing::{debug, warn};
+
+use self::parse::PushRequest;
+use super::request::{authorize, is_json, json_response, read_body};
+use crate::bus::{BusError, Publish, PushTarget};
+use crate::gateway::Gateway;
+use crate::http::{ApiError, Body};
+use crate::metrics::names;
+
+/// `POST /push`: checks the key, the type, the size and the rate, parses,
+/// and publishes whole or not at all.
+pub(crate) async fn push(gw: &Gateway, req: Request<Incoming>) -> Response<Body> {
+    match accept_push(gw, req).await {
+        Ok(resp) => resp,
+        Err(err) => {
+            debug!(code = err.code(), "push refused");
+            metrics::counter!(names::REQUESTS_REFUSED_TOTAL, "code" => err.code()).increment(1);
+            err.into_body_response()
+        }
+    }
+}
+
+async fn accept_push(gw: &Gateway, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
+    authorize(gw, &req)?;
+    if !is_json(req.headers().get(header::CONTENT_TYPE)) {
+        return Err(ApiError::UnsupportedMediaType);
+    }
+    let max = gw.config.limits.max_push_bytes;
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > max as u64) {
+        return Err(ApiError::PayloadTooLarge { max });
+    }
+    gw.admit_push().map_err(|wait| ApiError::TooManyRequests {
+        retry_after_secs: wait.as_secs_f64().ceil().max(1.0) as u64,
+    })?;
+    let body = read_body(gw, req.into_body(), max).await?;
+    let request = PushRequest::parse(&body, gw.config.limits.max_push_users)?;
+    let idempotent = request.id.is_some();
+    let id = request.id.unwrap_or_else(generate_id);
+    let broadcast = matches!(request.target, PushTarget::Broadcast);
+    let published = gw
+        .bus
+        .publish(Publish {
+            id,
+            idempotent,
+            target: request.target,
+            data: request.data,
+        })
+        .await
+        .map_err(|BusError::Unavailable(why)| {
+            warn!(error = %why, "push refused: broker unavailable");
+            ApiError::Unavailable {
+                retry_after_secs: 1,
+                reason: "broker unavailable".into(),
+            }
+        })?;
+    let (status, mut body) = if published.duplicate {
+        (
+            StatusCode::OK,
+            json!({ "id": published.id, "duplicate": true }),
+        )
+    } else {
+        (StatusCode::ACCEPTED, json!({ "id": published.id }))
+    };
+    if broadcast {
+        body["cursor"] = published.cursor.to_string().into();
+    } else {
+        body["users"] = published.users.into();
+    }
+    Ok(json_response(status, &body))
+}
+
+/// A push id for a request that gave none: 128 random bits in hex.
+fn generate_id() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_ids_are_32_hex_digits_and_differ() {
+        let (a, b) = (generate_id(), generate_id());
+        assert_eq!(a.len(), 32);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+    }
+}
