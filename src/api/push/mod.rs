@@ -2,7 +2,7 @@
 //! type, the size and the rate, has the body parsed ([`parse`], pure) and
 //! publishes it whole or not at all.
 
-pub(crate) mod parse;
+pub mod parse;
 
 use hyper::body::Incoming;
 use hyper::header;
