@@ -5,7 +5,8 @@
 
 pub mod admission;
 pub mod front;
-pub mod head;
+mod http1;
+pub(crate) mod router;
 pub mod tls;
 
 use std::future::Future;
@@ -14,18 +15,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use self::admission::{Admission, Phase};
+use self::admission::Admission;
+use self::http1::{Phase, http1, stopped};
 use self::tls::TlsError;
-use crate::api::router;
 use crate::config::Config;
 use crate::gateway::{Gateway, StartError};
-use crate::http::{MAX_HEADERS, MAX_REQUEST_HEAD_BYTES};
 use crate::protocol::frame::{Frame, ReconnectReason};
 use crate::session::Outgoing;
 use crate::session::expiry::ConnExpiry;
@@ -223,25 +223,11 @@ async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
     listen().map_err(|source| ServeError::Bind { addr, source })
 }
 
-async fn stopped(mut stop: watch::Receiver<bool>) {
-    let _ = stop.wait_for(|stopped| *stopped).await;
-}
-
 /// Out of file descriptors or a transient error: back off briefly instead
 /// of spinning.
 async fn accept_failed(err: std::io::Error) {
     warn!(error = %err, "accept failed");
     tokio::time::sleep(Duration::from_millis(50)).await;
-}
-
-fn http1(gw: &Gateway) -> hyper::server::conn::http1::Builder {
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(gw.config.server.header_timeout())
-        .max_buf_size(MAX_REQUEST_HEAD_BYTES)
-        .max_headers(MAX_HEADERS);
-    builder
 }
 
 async fn serve_metrics(gw: Arc<Gateway>, listener: TcpListener, stop: impl Future<Output = ()>) {

@@ -4,7 +4,6 @@ pub mod demo;
 pub mod operators;
 pub mod push;
 pub(crate) mod request;
-pub mod router;
 pub mod static_files;
 
 use crate::http::ApiError;

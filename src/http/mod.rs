@@ -1,11 +1,13 @@
 //! HTTP vocabulary every layer shares: the response body type, the one
-//! map from errors to status codes, the limits on a request head, and the
-//! raw HTTP/1.1 encoding used where pushgate writes to the socket itself.
+//! map from errors to status codes, request heads (their limits and the
+//! parser for the raw socket), and the raw HTTP/1.1 encoding used where
+//! pushgate writes to the socket itself.
 //!
 //! Imports nothing of ours: frames, transports and the API build on it.
 
 pub(crate) mod body;
 pub(crate) mod error;
+pub mod head;
 pub(crate) mod wire;
 
 pub(crate) use body::{Body, empty, full};

@@ -17,13 +17,13 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Duration, Instant, timeout_at};
 use tokio_rustls::TlsAcceptor;
 use tracing::debug;
 
-use super::{front, http1, stopped};
-use crate::api::router;
+use super::front;
+use super::http1::{self, Phase, http1};
 use crate::gateway::Gateway;
 use crate::http::error::ApiError;
 use crate::metrics::ConnRefusal;
@@ -38,17 +38,6 @@ pub const REFUSALS_IN_FLIGHT: usize = 256;
 /// The first byte of a TLS handshake record; anything else on the TLS
 /// listener is a client speaking plain HTTP (or noise).
 const TLS_HANDSHAKE_BYTE: u8 = 0x16;
-
-/// Where the gateway is in its life, for a new connection.
-#[derive(Debug, Clone)]
-pub enum Phase {
-    /// Serving: keep-alive, with upgrades, until the receiver turns true
-    /// (then a graceful shutdown: idle connections close, requests finish).
-    Serving(watch::Receiver<bool>),
-    /// Draining: one request, then close. (A graceful shutdown would not do:
-    /// hyper closes a connection it has read nothing from yet.)
-    Draining,
-}
 
 /// Admits accepted TCP connections and serves them.
 pub struct Admission {
@@ -113,49 +102,13 @@ impl Admission {
         match &self.tls {
             None => match phase {
                 Phase::Serving(stop) => tokio::spawn(front::serve(gw, stream, peer, stop)),
-                Phase::Draining => tokio::spawn(serve_http(gw, stream, peer, phase)),
+                Phase::Draining => tokio::spawn(http1::serve(gw, stream, peer, phase)),
             },
             Some(tls) => {
                 let refusals = Arc::clone(&self.refusals);
                 tokio::spawn(serve_tls(gw, tls.clone(), refusals, stream, peer, phase))
             }
         };
-    }
-}
-
-/// Serves HTTP/1.1 on `io` with hyper until it closes, or for one request
-/// while draining.
-pub(super) async fn serve_http<I>(gw: Arc<Gateway>, io: I, peer: SocketAddr, phase: Phase)
-where
-    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let handler = Arc::clone(&gw);
-    let service = service_fn(move |req| {
-        let gw = Arc::clone(&handler);
-        async move { Ok::<_, Infallible>(router::handle(gw, req).await) }
-    });
-    let result = match phase {
-        Phase::Serving(stop) => {
-            let conn = http1(&gw)
-                .serve_connection(TokioIo::new(io), service)
-                .with_upgrades();
-            tokio::pin!(conn);
-            tokio::select! {
-                result = conn.as_mut() => result,
-                () = stopped(stop) => {
-                    conn.as_mut().graceful_shutdown();
-                    conn.await
-                }
-            }
-        }
-        Phase::Draining => {
-            let mut builder = http1(&gw);
-            builder.keep_alive(false);
-            builder.serve_connection(TokioIo::new(io), service).await
-        }
-    };
-    if let Err(err) = result {
-        debug!(%peer, error = %err, "http connection ended with an error");
     }
 }
 
@@ -189,7 +142,7 @@ async fn serve_tls(
         _ => return,
     }
     match timeout_at(deadline, tls.accept(stream)).await {
-        Ok(Ok(stream)) => serve_http(gw, stream, peer, phase).await,
+        Ok(Ok(stream)) => http1::serve(gw, stream, peer, phase).await,
         Ok(Err(err)) => {
             gw.counters.refused(ConnRefusal::Tls);
             debug!(%peer, error = %err, "tls handshake failed");

@@ -10,7 +10,7 @@
 //! write.
 //!
 //! What the front door serves it serves as hyper would (see
-//! `server::head` for which requests, `transport::wire` for the bytes):
+//! `http::head` for which requests, `http::wire` for the bytes):
 //! keep-alive, pipelined requests, `[server] header_timeout_secs` for each
 //! head (a connection silent that long is closed without an answer, as
 //! hyper does), and the graceful stop (a connection waiting for its next
@@ -25,15 +25,37 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::admission::{self, Phase};
-use super::head::{self, Head, Native, Parsed};
+use super::http1::{self, Phase};
+use super::router::Route;
 use crate::gateway::Gateway;
+use crate::http::head::{self, Head, Parsed};
 use crate::http::{MAX_HEADERS, MAX_REQUEST_HEAD_BYTES};
 use crate::peers::PeerStream;
 use crate::transport::{longpoll, sse};
 
 /// Bytes asked of the socket per read of a request head.
 const READ_CHUNK_BYTES: usize = 1024;
+
+/// The endpoints the front door serves on the raw socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Native {
+    /// `GET /poll`
+    Poll,
+    /// `GET /sse`
+    Sse,
+}
+
+impl Native {
+    /// What the front door serves at `path`: the server's one route
+    /// table decides.
+    fn at(path: &str) -> Option<Self> {
+        match Route::of(path, false, false) {
+            Route::Poll => Some(Self::Poll),
+            Route::Sse => Some(Self::Sse),
+            _ => None,
+        }
+    }
+}
 
 /// What the connection sent next.
 enum Next {
@@ -77,7 +99,7 @@ pub async fn serve(
         return;
     };
     let stream = PeerStream::new(tcp, permit).with_unread(buf.freeze());
-    admission::serve_http(gw, stream, peer, Phase::Serving(stop)).await;
+    http1::serve(gw, stream, peer, Phase::Serving(stop)).await;
 }
 
 /// Reads until `buf` holds a whole request head (or enough to know it is
@@ -92,7 +114,7 @@ async fn next_head(
     let mut stop = stop.clone();
     loop {
         if !buf.is_empty() {
-            match head::parse(buf, MAX_HEADERS) {
+            match head::parse(buf, MAX_HEADERS, Native::at) {
                 Parsed::Partial if buf.len() < MAX_REQUEST_HEAD_BYTES => {}
                 // Too long for a head: hyper answers it (431).
                 Parsed::Partial | Parsed::Other => return Next::Other,

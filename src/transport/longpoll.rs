@@ -19,11 +19,11 @@ use super::client::{self, Client, ClientError};
 use super::cors;
 use crate::bus::{Open, Opened};
 use crate::gateway::Gateway;
+use crate::http::head::Head;
 use crate::http::wire;
 use crate::http::{Body, full};
 use crate::protocol::Transport;
 use crate::protocol::frame::{Frame, ReconnectReason, json_array};
-use crate::server::head::Head;
 use crate::session::{Attached, Conn, Outgoing, User};
 
 /// Answers `GET /poll`.

@@ -30,10 +30,10 @@ use super::cors;
 use crate::bus::{Open, Opened};
 use crate::gateway::Gateway;
 use crate::http::Body;
+use crate::http::head::Head;
 use crate::http::wire::{self, Length};
 use crate::protocol::Transport;
 use crate::protocol::frame::{Frame, sse_comment};
-use crate::server::head::Head;
 use crate::session::{Conn, DirectWrite, Outgoing};
 
 /// Milliseconds a browser waits before reconnecting a dropped stream (the

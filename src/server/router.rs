@@ -10,7 +10,7 @@ use std::sync::Arc;
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response};
 
-use super::{demo, operators, push, static_files};
+use crate::api::{demo, operators, push, static_files};
 use crate::gateway::Gateway;
 use crate::http::ApiError;
 use crate::http::Body;

@@ -1,25 +1,16 @@
-//! A request head read by the front door, and whether the front door
-//! serves the request itself.
+//! A request head read from the raw socket, and whether it is one that
+//! can be answered without hyper.
 //!
-//! Pure: bytes in, a parsed head (or why not) out. Only requests the
-//! front door can answer exactly as hyper would are taken: `GET /poll` and
-//! `GET /sse` over HTTP/1.1 with no body, no `Expect` and no `Upgrade`.
-//! Anything else, malformed heads included, is left to hyper, which then
-//! answers it (or refuses it) the way it always does.
+//! Pure: bytes in, a parsed head (or why not) out. Only simple requests
+//! are taken: `GET` over HTTP/1.1 with no body, no `Expect` and no
+//! `Upgrade`, for a path the caller says it serves (the server's route
+//! table decides which). Anything else, malformed heads included, is left
+//! to hyper, which then answers it (or refuses it) the way it always does.
 
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Version};
 
-use crate::http::MAX_HEADERS;
-
-/// The endpoints the front door serves on the raw socket.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Native {
-    /// `GET /poll`
-    Poll,
-    /// `GET /sse`
-    Sse,
-}
+use super::MAX_HEADERS;
 
 /// A complete request head.
 #[derive(Debug)]
@@ -35,12 +26,13 @@ pub struct Head {
 
 /// What the bytes read so far hold.
 #[derive(Debug)]
-pub enum Parsed {
+pub enum Parsed<R> {
     /// Not a whole head yet.
     Partial,
-    /// A head the front door serves (boxed: the request is large, and
-    /// only passes through).
-    Native(Box<Head>, Native),
+    /// A simple head for a path the caller serves, with what the caller
+    /// made of the path (boxed: the request is large, and only passes
+    /// through).
+    Native(Box<Head>, R),
     /// A head (or bytes) for hyper: another endpoint, another method or
     /// version, a body, or something malformed.
     Other,
@@ -48,8 +40,13 @@ pub enum Parsed {
 
 /// Reads a request head from the start of `buf`, with at most
 /// `max_headers` headers (at most [`MAX_HEADERS`]: the slots live on the
-/// stack).
-pub fn parse(buf: &[u8], max_headers: usize) -> Parsed {
+/// stack). `serves` maps a `GET` request's path (without its query) to
+/// what the caller serves there, or `None` to leave it to hyper.
+pub fn parse<R>(
+    buf: &[u8],
+    max_headers: usize,
+    serves: impl FnOnce(&str) -> Option<R>,
+) -> Parsed<R> {
     let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut slots[..max_headers.min(MAX_HEADERS)]);
     let len = match req.parse(buf) {
@@ -58,11 +55,12 @@ pub fn parse(buf: &[u8], max_headers: usize) -> Parsed {
         Err(_) => return Parsed::Other,
     };
     let native = match (req.method, req.path) {
-        (Some("GET"), Some(target)) => match target.split_once('?').map_or(target, |(p, _)| p) {
-            "/poll" => Native::Poll,
-            "/sse" => Native::Sse,
-            _ => return Parsed::Other,
-        },
+        (Some("GET"), Some(target)) => {
+            match serves(target.split_once('?').map_or(target, |(p, _)| p)) {
+                Some(native) => native,
+                None => return Parsed::Other,
+            }
+        }
         _ => return Parsed::Other,
     };
     if req.version != Some(1) {
@@ -128,15 +126,29 @@ fn has_token(headers: &HeaderMap, name: HeaderName, token: &str) -> bool {
 mod tests {
     use super::*;
 
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Native {
+        Poll,
+        Sse,
+    }
+
+    fn serves(path: &str) -> Option<Native> {
+        match path {
+            "/poll" => Some(Native::Poll),
+            "/sse" => Some(Native::Sse),
+            _ => None,
+        }
+    }
+
     fn native(text: &str) -> (Head, Native) {
-        match parse(text.as_bytes(), 64) {
+        match parse(text.as_bytes(), 64, serves) {
             Parsed::Native(head, native) => (*head, native),
             other => panic!("not native: {other:?} for {text:?}"),
         }
     }
 
     fn is_other(text: &str) -> bool {
-        matches!(parse(text.as_bytes(), 64), Parsed::Other)
+        matches!(parse(text.as_bytes(), 64, serves), Parsed::Other)
     }
 
     #[test]
@@ -166,7 +178,7 @@ mod tests {
         let full = "GET /poll?token=abc HTTP/1.1\r\nHost: x\r\n\r\n";
         for end in 0..full.len() {
             assert!(
-                matches!(parse(&full.as_bytes()[..end], 64), Parsed::Partial),
+                matches!(parse(&full.as_bytes()[..end], 64, serves), Parsed::Partial),
                 "{end}"
             );
         }
@@ -206,7 +218,10 @@ mod tests {
             text.push_str(&format!("X-{i}: v\r\n"));
         }
         text.push_str("\r\n");
-        assert!(matches!(parse(text.as_bytes(), 5), Parsed::Native(..)));
-        assert!(matches!(parse(text.as_bytes(), 4), Parsed::Other));
+        assert!(matches!(
+            parse(text.as_bytes(), 5, serves),
+            Parsed::Native(..)
+        ));
+        assert!(matches!(parse(text.as_bytes(), 4, serves), Parsed::Other));
     }
 }
