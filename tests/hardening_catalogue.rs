@@ -137,8 +137,9 @@ fn raw_http_cases() -> Vec<RawCase> {
         // Was a BUG under hyper alone, which checks the limit only between
         // reads, so a 40 KB head that arrived in one burst was served. The
         // front door reads heads itself and hands hyper a head past the
-        // limit only once it holds the limit's worth: 431, exactly. (Over
-        // TLS, hyper alone still reads heads.)
+        // limit only once it holds the limit's worth: 431, exactly. hyper
+        // now also checks a whole head's size (`max_header_size`), for
+        // TLS and for the requests after a hand-over (tests/http_parity.rs).
         raw(
             "one header value of 40 KB",
             format!(

@@ -15,7 +15,7 @@ pub(crate) use error::ApiError;
 
 /// The longest request head accepted (request line and headers), in bytes;
 /// a longer one gets `431`.
-pub(crate) const MAX_REQUEST_HEAD_BYTES: usize = 32 * 1024;
+pub const MAX_REQUEST_HEAD_BYTES: usize = 32 * 1024;
 
 /// The most headers a request may carry.
 pub(crate) const MAX_HEADERS: usize = 64;

@@ -69,6 +69,9 @@ pub(super) fn http1(gw: &Gateway) -> hyper::server::conn::http1::Builder {
         .timer(TokioTimer::new())
         .header_read_timeout(gw.config.server.header_timeout())
         .max_buf_size(MAX_REQUEST_HEAD_BYTES)
+        // The buffer's limit alone is checked only when a read leaves no
+        // complete head: a longer head that arrives whole would pass.
+        .max_header_size(MAX_REQUEST_HEAD_BYTES)
         .max_headers(MAX_HEADERS);
     builder
 }

@@ -68,6 +68,10 @@ pub async fn answer_raw(
     let answer = poll(gw, head.request);
     tokio::pin!(answer);
     let resp = tokio::select! {
+        // An answer ready at once goes out even if the client has already
+        // shut its side (`nc -N`), as hyper answers a request it can
+        // answer before it looks for the end of the stream.
+        biased;
         resp = &mut answer => resp,
         // Dropping the parked poll detaches it.
         () = wire::closed(tcp, pipelined) => return false,

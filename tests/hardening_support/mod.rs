@@ -204,6 +204,12 @@ pub enum Expect {
     /// The connection is closed, with at most an answer with one of these
     /// statuses, within the wait.
     ClosedWithin(&'static [u16]),
+    /// Exactly these answers, in order, then the connection closed within
+    /// the wait.
+    Closes(&'static [u16]),
+    /// Exactly these answers, in order, and the connection still open at
+    /// the end of the wait (kept alive for the next request).
+    KeptOpen(&'static [u16]),
 }
 
 impl Expect {
@@ -235,6 +241,22 @@ impl Expect {
                 }
                 if got.status().is_some_and(|s| !statuses.contains(&s)) {
                     return fail("wrong status");
+                }
+            }
+            Self::Closes(statuses) => {
+                if got.statuses() != statuses {
+                    return fail("wrong answers");
+                }
+                if !got.closed {
+                    return fail("still open");
+                }
+            }
+            Self::KeptOpen(statuses) => {
+                if got.statuses() != statuses {
+                    return fail("wrong answers");
+                }
+                if got.closed {
+                    return fail("closed");
                 }
             }
         }
