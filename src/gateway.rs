@@ -1,11 +1,10 @@
 //! The gateway's shared state: what every handler and task sees.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
-use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 use crate::auth::api_key::ApiKey;
@@ -13,18 +12,12 @@ use crate::auth::origin::{BadOrigin, OriginPolicy};
 use crate::auth::token::TokenVerifier;
 use crate::bus::{Bus, BusError, MemoryBus, RedisBus};
 use crate::config::{BrokerKind, Config};
+use crate::deadlines::{self, Deadlines};
 use crate::history::Cursor;
 use crate::metrics::Counters;
-use crate::protocol::Transport;
 use crate::session::registry::Limits;
-use crate::session::{Conn, Registry, User};
-use crate::wheel::{Timer, TimerKey};
-
-/// The timer payload of the periodic history sweep (never a connection id
-/// or a session handle).
-pub const HISTORY_SWEEP: u64 = u64::MAX;
-/// How often expired history and idempotency keys are dropped.
-pub const HISTORY_SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+use crate::session::{Conn, Registry};
+use crate::wheel::Timer;
 
 /// Shards of the timing wheel: enough that connection tasks on different
 /// cores rarely meet on one mutex.
@@ -93,8 +86,11 @@ pub struct Gateway {
     pub config: Config,
     /// Users and connections.
     pub registry: Arc<Registry>,
-    /// Every per-connection deadline (payload: the connection id).
+    /// The timing wheel every deadline lives on (payloads: see
+    /// [`deadlines`]).
     pub timer: Arc<Timer<u64>>,
+    /// Arms, moves and frees the timer entries.
+    pub(crate) deadlines: Arc<Deadlines>,
     /// Where pushes are numbered and fanned out.
     pub bus: Arc<dyn Bus>,
     /// Client token checks.
@@ -107,7 +103,6 @@ pub struct Gateway {
     pub counters: Counters,
     push_limiter: Option<DefaultDirectRateLimiter>,
     draining: AtomicBool,
-    sweep_timer: OnceLock<TimerKey>,
 }
 
 impl Gateway {
@@ -145,7 +140,15 @@ impl Gateway {
     fn assemble(config: Config, parts: Parts, bus: Arc<dyn Bus>) -> Result<Arc<Self>, StartError> {
         let push_limiter = std::num::NonZeroU32::new(config.limits.push_rate_per_sec)
             .map(|rate| RateLimiter::direct(Quota::per_second(rate)));
+        let deadlines = Arc::new(Deadlines::new(
+            Arc::clone(&parts.timer),
+            Arc::clone(&parts.registry),
+            Arc::clone(&bus),
+            parts.counters.clone(),
+            &config.session,
+        ));
         Ok(Arc::new(Self {
+            deadlines,
             tokens: TokenVerifier::new(config.auth.secret.as_bytes()),
             api_key: ApiKey::new(&config.auth.api_key),
             origins: OriginPolicy::new(&config.auth.allowed_origins)?,
@@ -155,21 +158,18 @@ impl Gateway {
             counters: parts.counters,
             push_limiter,
             draining: AtomicBool::new(false),
-            sweep_timer: OnceLock::new(),
             config,
         }))
     }
 
     /// Now, in milliseconds on the timer's clock.
     pub fn now_ms(&self) -> u64 {
-        self.timer.clock().millis_at(Instant::now())
+        self.deadlines.now_ms()
     }
 
     /// Wall-clock seconds since the Unix epoch (token expiry is wall time).
     pub fn unix_now() -> u64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs())
+        deadlines::unix_now()
     }
 
     /// Whether the gateway is draining (refusing new connections).
@@ -211,37 +211,12 @@ impl Gateway {
             .max_frame_size(Some(max))
     }
 
-    /// Arms a new connection's timer entry: its first ping (or its token's
-    /// expiry, if sooner).
-    pub fn arm_connection(&self, conn: &Conn) {
-        let now = Instant::now();
-        let deadline = self.next_deadline(conn, now);
-        let shard = self.timer.shard_of(conn.id);
-        conn.set_timer(self.timer.insert(shard, deadline, conn.id));
-    }
-
-    /// A connection's next deadline: the sooner of its next ping, its idle
-    /// eviction and its token's expiry.
-    pub fn next_deadline(&self, conn: &Conn, now: Instant) -> Instant {
-        let session = &self.config.session;
-        let idle_at =
-            self.timer.clock().instant_at_millis(conn.last_seen_ms()) + session.idle_timeout();
-        let mut next = (now + session.ping_interval()).min(idle_at);
-        if let Some(exp) = conn.token_expires_at {
-            let left = exp.saturating_sub(Self::unix_now());
-            next = next.min(now + Duration::from_secs(left));
-        }
-        next.max(now)
-    }
-
     /// Forgets a connection: out of the registry (through the bus, so the
     /// position returned covers everything it was sent), its timer entry
     /// freed.
     pub fn release(&self, conn: &Conn) -> Cursor {
         let position = self.bus.release(conn);
-        if let Some(key) = conn.timer() {
-            self.timer.remove(key);
-        }
+        self.deadlines.forget(conn);
         position
     }
 
@@ -249,70 +224,7 @@ impl Gateway {
     /// with messages): no lock on publishing.
     pub fn detach(&self, conn: &Conn) {
         self.bus.detach(conn);
-        if let Some(key) = conn.timer() {
-            self.timer.remove(key);
-        }
-    }
-
-    /// Parks a poll of `user` until `deadline_ms`: the user's one session
-    /// entry is created on the first poll and only moved afterwards, to the
-    /// earliest deadline among the user's parked polls.
-    ///
-    /// Lock order: never hold a user's session lock while taking its
-    /// connection list, or the reverse.
-    pub fn park_poll(&self, user: &Arc<User>, conn: &Conn, deadline_ms: u64) {
-        conn.set_deadline_ms(deadline_ms);
-        let earliest = user
-            .connections()
-            .iter()
-            .map(|c| c.deadline_ms())
-            .fold(deadline_ms, u64::min);
-        let at = self.timer.clock().instant_at_millis(earliest);
-        let mut session = user.session.lock();
-        if let Some(Ok(seq)) = session.timer.map(|key| self.timer.reset(key, at)) {
-            session.seq = seq;
-            return;
-        }
-        let shard = self.timer.shard_of(user.handle);
-        session.timer = Some(self.timer.insert(shard, at, user.handle));
-        session.seq = 0;
-        drop(session);
-        self.registry.add_session(user);
-    }
-
-    /// A poll of `user` ended: unless another is parked, the session entry
-    /// moves to the session's expiry.
-    pub fn poll_done(&self, user: &User) {
-        let now_ms = self.now_ms();
-        let parked = user
-            .connections()
-            .iter()
-            .any(|c| c.transport == Transport::Poll);
-        let mut session = user.session.lock();
-        session.idle_since_ms = now_ms;
-        if let (Some(key), false) = (session.timer, parked) {
-            let at =
-                self.timer.clock().instant_at_millis(now_ms) + self.config.session.session_ttl();
-            if let Ok(seq) = self.timer.reset(key, at) {
-                session.seq = seq;
-            }
-        }
-    }
-
-    /// Arms (or re-arms: one entry for the process's life) the periodic
-    /// history sweep.
-    pub fn arm_history_sweep(&self) {
-        let at = Instant::now() + HISTORY_SWEEP_INTERVAL;
-        match self.sweep_timer.get() {
-            Some(key) => {
-                let _ = self.timer.reset(*key, at);
-            }
-            None => {
-                let _ = self
-                    .sweep_timer
-                    .set(self.timer.insert(0, at, HISTORY_SWEEP));
-            }
-        }
+        self.deadlines.forget(conn);
     }
 }
 

@@ -25,10 +25,10 @@ use self::admission::Admission;
 use self::http1::{Phase, http1, stopped};
 use self::tls::TlsError;
 use crate::config::Config;
+use crate::deadlines::Expiry;
 use crate::gateway::{Gateway, StartError};
 use crate::protocol::frame::{Frame, ReconnectReason};
 use crate::session::Outgoing;
-use crate::session::expiry::ConnExpiry;
 use crate::wheel::{DEFAULT_BUDGET, drive};
 
 /// Handshakes the kernel may queue before the accept loop takes them
@@ -138,12 +138,12 @@ impl Server {
             listener,
             metrics_listener,
         } = self;
-        gw.arm_history_sweep();
+        gw.deadlines.arm_history_sweep();
         let (stop_tx, stop_rx) = watch::channel(false);
         let (draining_tx, draining_rx) = watch::channel(false);
         let driver = tokio::spawn(drive(
             Arc::clone(&gw.timer),
-            ConnExpiry::new(Arc::clone(&gw)),
+            Expiry::new(Arc::clone(&gw.deadlines)),
             DEFAULT_BUDGET,
             stopped(stop_rx.clone()),
         ));

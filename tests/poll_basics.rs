@@ -74,17 +74,17 @@ async fn poll_times_out_with_reconnect_and_the_session_is_reused() {
             .registry
             .user(&pushgate::protocol::UserId::parse("bob").unwrap())
             .unwrap();
-        let now = user.session.lock().timer;
+        let now = user.poll_session.lock().timer;
         assert!(now.is_some());
         if key.is_some() {
             assert_eq!(key, now, "the same timer entry is reused");
         }
         key = now;
-        assert_eq!(gw.state.registry.sessions(), 1);
+        assert_eq!(gw.state.registry.users(), 1);
     }
     // No poll for longer than session_ttl: the session goes.
     tokio::time::sleep(Duration::from_secs(4)).await;
-    assert_eq!(gw.state.registry.sessions(), 0);
+    assert_eq!(gw.state.registry.users(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

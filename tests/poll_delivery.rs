@@ -194,6 +194,6 @@ async fn a_parked_poll_whose_client_went_away_is_released_before_its_timeout() {
         gw.state
             .registry
             .user(&uid)
-            .is_some_and(|u| u.has_session())
+            .is_some_and(|u| u.has_poll_session())
     );
 }

@@ -52,7 +52,7 @@ async fn ten_polls_in_a_row_reuse_one_session_and_one_timer_entry() {
     let uid = UserId::parse("alice").unwrap();
     let mut cursor = one_poll(&gw, "alice", None, 0).await;
     let user = gw.state.registry.user(&uid).expect("a session keeps alice");
-    let entry = user.session.lock().timer;
+    let entry = user.poll_session.lock().timer;
     assert!(entry.is_some(), "the session has a timer entry");
     let entries = gw.state.timer.len();
     assert_eq!(gauge(&gw, "pushgate_sessions").await, 1.0);
@@ -65,7 +65,11 @@ async fn ten_polls_in_a_row_reuse_one_session_and_one_timer_entry() {
             std::sync::Arc::ptr_eq(&user, &now),
             "poll {n}: the same user object"
         );
-        assert_eq!(now.session.lock().timer, entry, "poll {n}: the same entry");
+        assert_eq!(
+            now.poll_session.lock().timer,
+            entry,
+            "poll {n}: the same entry"
+        );
         assert_eq!(gauge(&gw, "pushgate_sessions").await, 1.0, "poll {n}");
         assert_eq!(
             gauge(&gw, "pushgate_timer_entries").await,
@@ -77,9 +81,9 @@ async fn ten_polls_in_a_row_reuse_one_session_and_one_timer_entry() {
     let frames =
         poll_frames(&support::browser::get(gw.addr, &poll_path("alice", Some(&cursor)), &[]).await);
     assert_eq!(frames[0]["reason"], "poll_timeout", "{frames:?}");
-    assert_eq!(user.session.lock().timer, entry);
+    assert_eq!(user.poll_session.lock().timer, entry);
     assert_eq!(gw.state.timer.len(), entries);
-    assert_eq!(gw.state.registry.sessions(), 1);
+    assert_eq!(gw.state.registry.users(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -100,10 +104,10 @@ async fn an_unpolled_session_is_evicted_after_session_ttl() {
 
     // Still there well within the ttl.
     tokio::time::sleep(ttl / 2).await;
-    assert_eq!(gw.state.registry.sessions(), 1, "evicted before its ttl");
+    assert_eq!(gw.state.registry.users(), 1, "evicted before its ttl");
 
     support::ws::eventually(ttl + Duration::from_secs(5), "session evicted", || async {
-        gw.state.registry.sessions() == 0
+        gw.state.registry.users() == 0
     })
     .await;
     assert!(
@@ -133,5 +137,5 @@ async fn an_unpolled_session_is_evicted_after_session_ttl() {
 
     // A later poll starts a new session, and it goes the same way.
     one_poll(&gw, "bob", None, 2).await;
-    assert_eq!(gw.state.registry.sessions(), 1);
+    assert_eq!(gw.state.registry.users(), 1);
 }

@@ -68,7 +68,7 @@ async fn origin_not_allowed_is_refused_with_403_before_any_upgrade() {
         assert_refused(&answer, 403, "forbidden");
     }
     assert_eq!(gw.state.registry.connections(), 0);
-    assert_eq!(gw.state.registry.sessions(), 0);
+    assert_eq!(gw.state.registry.users(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -25,18 +25,18 @@ async fn same_user_object_is_reused_across_reconnections_and_freed_with_the_last
     // Entries the gateway keeps for itself (armed before it accepts).
     let own_timers = gw.state.timer.len() - 1;
     let object = registry.user(&alice).expect("created at first contact");
-    assert_eq!(registry.sessions(), 1);
+    assert_eq!(registry.users(), 1);
 
     let mut second = gw.connect("alice").await;
-    assert_eq!(registry.sessions(), 1);
+    assert_eq!(registry.users(), 1);
     first.close(None).await.expect("close sent");
     eventually(WAIT, "first connection gone", || async {
         registry.connections() == 1
     })
     .await;
-    assert_eq!(registry.sessions(), 1);
+    assert_eq!(registry.users(), 1);
     let mut third = gw.connect("alice").await;
-    assert_eq!(registry.sessions(), 1);
+    assert_eq!(registry.users(), 1);
     let now = registry.user(&alice).expect("still alive");
     assert!(Arc::ptr_eq(&object, &now), "the same object, not a new one");
     assert_eq!(now.connections().len(), 2);
@@ -52,7 +52,7 @@ async fn same_user_object_is_reused_across_reconnections_and_freed_with_the_last
     eventually(
         WAIT,
         "alice's object freed with her last connection",
-        || async { registry.sessions() == 0 && registry.user(&alice).is_none() },
+        || async { registry.users() == 0 && registry.user(&alice).is_none() },
     )
     .await;
     assert_eq!(registry.connections(), 0);
@@ -80,7 +80,7 @@ async fn each_user_has_one_object_however_many_connections() {
     for user in ["a", "b", "a", "c", "b", "a"] {
         clients.push(gw.connect(user).await);
     }
-    assert_eq!(gw.state.registry.sessions(), 3);
+    assert_eq!(gw.state.registry.users(), 3);
     assert_eq!(gw.state.registry.connections(), 6);
     let a = UserId::parse("a").expect("valid");
     assert_eq!(

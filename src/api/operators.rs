@@ -71,7 +71,7 @@ pub fn metrics(gw: &Gateway) -> Response<Body> {
         metrics::gauge!(names::CONNECTIONS, "transport" => *label)
             .set(gw.registry.connections_of(transport) as f64);
     }
-    metrics::gauge!(names::SESSIONS).set(gw.registry.sessions() as f64);
+    metrics::gauge!(names::SESSIONS).set(gw.registry.users() as f64);
     metrics::gauge!(names::TIMER_ENTRIES).set(gw.timer.len() as f64);
     let mut resp = Response::new(full(crate::metrics::recorder().render()));
     resp.headers_mut().insert(

@@ -2,10 +2,9 @@
 //! and each connection's outbound queue.
 
 pub mod conn;
-pub mod expiry;
 pub mod outbound;
 pub mod registry;
 
 pub use conn::{Conn, ConnId};
 pub use outbound::{DirectWrite, Outbound, Outgoing, Pushed};
-pub use registry::{AtCapacity, Attached, Lane, Registry, Session, User};
+pub use registry::{AtCapacity, Attached, Lane, PollSession, Registry, User};

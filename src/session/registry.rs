@@ -19,26 +19,23 @@ use crate::protocol::UserId;
 use crate::protocol::frame::{CloseReason, Frame};
 use crate::wheel::TimerKey;
 
-/// Set in a user's handle, so session timer payloads never equal a
-/// connection id.
-pub const SESSION_TAG: u64 = 1 << 63;
-
 /// A user's object: created at first contact, reused by every later
 /// connection and poll of that user while it lives.
 #[derive(Debug)]
 pub struct User {
     /// Whose object this is.
     pub id: UserId,
-    /// A process-unique number: the payload of the session's timer entry.
+    /// A process-unique number, counted apart from connection ids: names
+    /// the user's long-poll session (and its timer entry).
     pub handle: u64,
     conns: Mutex<Vec<Arc<Conn>>>,
     /// The long-poll session: its one timer entry, reused across polls.
-    pub session: Mutex<Session>,
+    pub poll_session: Mutex<PollSession>,
 }
 
 /// A user's long-poll session between polls.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct Session {
+pub struct PollSession {
     /// The session's timer entry, while the session lives.
     pub timer: Option<TimerKey>,
     /// The entry's latest sequence number.
@@ -53,7 +50,7 @@ impl User {
             id,
             handle,
             conns: Mutex::new(Vec::new()),
-            session: Mutex::new(Session::default()),
+            poll_session: Mutex::new(PollSession::default()),
         }
     }
 
@@ -63,8 +60,8 @@ impl User {
     }
 
     /// Whether a long-poll session keeps the object alive between polls.
-    pub fn has_session(&self) -> bool {
-        self.session.lock().timer.is_some()
+    pub fn has_poll_session(&self) -> bool {
+        self.poll_session.lock().timer.is_some()
     }
 }
 
@@ -128,10 +125,10 @@ pub struct Delivered {
 pub struct Registry {
     users: DashMap<UserId, Arc<User>>,
     conns: DashMap<ConnId, Arc<Conn>>,
-    sessions: DashMap<u64, Arc<User>>,
+    poll_sessions: DashMap<u64, Arc<User>>,
     /// Connection ids, dense: fan-out lanes split connections by id.
     next_id: AtomicU64,
-    /// User session handles (tagged with [`SESSION_TAG`]), counted apart
+    /// User handles (naming long-poll sessions), counted apart
     /// so a new user does not take a connection id: with one connection
     /// per user, shared numbering made every id odd, and one lane of two
     /// got every connection.
@@ -148,7 +145,7 @@ impl Registry {
         Self {
             users: DashMap::new(),
             conns: DashMap::new(),
-            sessions: DashMap::new(),
+            poll_sessions: DashMap::new(),
             next_id: AtomicU64::new(1),
             next_handle: AtomicU64::new(1),
             open: Default::default(),
@@ -189,7 +186,7 @@ impl Registry {
         ));
         let (owner, replaced) = {
             let entry = self.users.entry(user.clone()).or_insert_with(|| {
-                let handle = self.next_handle.fetch_add(1, Ordering::Relaxed) | SESSION_TAG;
+                let handle = self.next_handle.fetch_add(1, Ordering::Relaxed);
                 Arc::new(User::new(user, handle))
             });
             let mut conns = entry.conns.lock();
@@ -227,42 +224,41 @@ impl Registry {
                 conns.retain(|c| c.id != conn.id);
                 conns.is_empty()
             };
-            if empty && !entry.get().has_session() {
+            if empty && !entry.get().has_poll_session() {
                 entry.remove();
             }
         }
     }
 
-    /// Records that `user` has a long-poll session (its timer entry's
-    /// payload is the user's handle).
-    pub fn add_session(&self, user: &Arc<User>) {
-        self.sessions.insert(user.handle, Arc::clone(user));
+    /// Records that `user` has a long-poll session (named by its handle).
+    pub fn add_poll_session(&self, user: &Arc<User>) {
+        self.poll_sessions.insert(user.handle, Arc::clone(user));
     }
 
-    /// The user whose session entry carries `handle`.
-    pub fn session(&self, handle: u64) -> Option<Arc<User>> {
-        self.sessions.get(&handle).map(|u| Arc::clone(&u))
+    /// The user whose long-poll session `handle` names.
+    pub fn poll_session(&self, handle: u64) -> Option<Arc<User>> {
+        self.poll_sessions.get(&handle).map(|u| Arc::clone(&u))
     }
 
     /// Ends a user's long-poll session if its entry is still `key` armed
     /// as `seq` (a poll that re-armed it since keeps it alive). The object
     /// goes unless connections still use it. Returns whether it ended; the
     /// caller then frees the entry.
-    pub fn end_session(&self, user: &Arc<User>, key: TimerKey, seq: u32) -> bool {
+    pub fn end_poll_session(&self, user: &Arc<User>, key: TimerKey, seq: u32) -> bool {
         {
-            let mut session = user.session.lock();
+            let mut session = user.poll_session.lock();
             if session.timer != Some(key) || session.seq != seq {
                 return false;
             }
             session.timer = None;
             // Under the session lock: a poll re-arming after this point
             // finds no entry, makes a new one and registers it again.
-            self.sessions.remove(&user.handle);
+            self.poll_sessions.remove(&user.handle);
         }
         if let Entry::Occupied(entry) = self.users.entry(user.id.clone())
             && Arc::ptr_eq(entry.get(), user)
             && entry.get().conns.lock().is_empty()
-            && !entry.get().has_session()
+            && !entry.get().has_poll_session()
         {
             entry.remove();
         }
@@ -290,7 +286,7 @@ impl Registry {
     }
 
     /// User objects alive.
-    pub fn sessions(&self) -> usize {
+    pub fn users(&self) -> usize {
         self.users.len()
     }
 

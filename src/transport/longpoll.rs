@@ -5,7 +5,7 @@
 //! a message arrives or `poll_timeout_secs` passes (then a `reconnect`
 //! frame with the cursor to poll again with). Between polls the user's
 //! object and its one timer entry live on for `session_ttl_secs`; a poll
-//! within that time reuses both (see `Gateway::park_poll`).
+//! within that time reuses both (see `Deadlines::park_poll`).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -95,7 +95,7 @@ async fn answer(gw: &Arc<Gateway>, client: Client) -> Result<Vec<Frame>, ClientE
     match opened {
         Opened::Ready(frames) => {
             if let Some(user) = gw.registry.user(&client.user) {
-                gw.poll_done(&user);
+                gw.deadlines.poll_done(&user);
             }
             Ok(frames)
         }
@@ -113,8 +113,9 @@ struct Parked<'a> {
 
 impl<'a> Parked<'a> {
     fn new(gw: &'a Gateway, attached: Attached) -> Self {
-        let deadline_ms = gw.now_ms() + gw.config.session.poll_timeout().as_millis() as u64;
-        gw.park_poll(&attached.user, &attached.conn, deadline_ms);
+        let deadline_ms = gw.deadlines.poll_deadline_ms();
+        gw.deadlines
+            .park_poll(&attached.user, &attached.conn, deadline_ms);
         Self {
             gw,
             conn: attached.conn,
@@ -168,7 +169,7 @@ impl Drop for Parked<'_> {
     fn drop(&mut self) {
         // Already detached when answered; this covers a client that left.
         self.gw.detach(&self.conn);
-        self.gw.poll_done(&self.user);
+        self.gw.deadlines.poll_done(&self.user);
     }
 }
 

@@ -210,7 +210,7 @@ async fn open<B>(gw: &Arc<Gateway>, req: &Request<B>) -> Result<Arc<Conn>, clien
     let Opened::Attached(attached) = opened else {
         unreachable!("only long-polls are answered at once");
     };
-    gw.arm_connection(&attached.conn);
+    gw.deadlines.arm_connection(&attached.conn);
     debug!(user_id = %attached.conn.user, conn_id = attached.conn.id, transport = "sse", "connection opened");
     Ok(attached.conn)
 }

@@ -122,7 +122,7 @@ pub async fn upgrade(gw: &Arc<Gateway>, mut req: Request<Incoming>) -> Response<
         Err(_) => return ClientError::AtCapacity.into_response(),
     };
     let conn = attached.conn;
-    gw.arm_connection(&conn);
+    gw.deadlines.arm_connection(&conn);
     debug!(user_id = %conn.user, conn_id = conn.id, transport = "ws", "connection opened");
     let on_upgrade = hyper::upgrade::on(&mut req);
     let gw = Arc::clone(gw);

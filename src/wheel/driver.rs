@@ -25,6 +25,11 @@ use crate::metrics::names;
 /// 512 keeps a hold under about 70 µs even then (`cargo bench --bench wheel`).
 pub const DEFAULT_BUDGET: usize = 512;
 
+/// The furthest a deadline is placed from the clock's origin: about 30
+/// years, as tokio's own timer caps it; an `Instant` that far ahead is
+/// representable on every platform.
+pub const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
+
 /// Names one timer entry: its shard and its entry in that shard's wheel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TimerKey {
@@ -98,9 +103,11 @@ impl Clock {
         now.saturating_duration_since(self.origin).as_millis() as u64
     }
 
-    /// The instant `ms` milliseconds after the origin.
+    /// The instant `ms` milliseconds after the origin, or [`FAR_FUTURE`]
+    /// after it if that instant cannot be represented (deadlines computed
+    /// from outside input saturate instead of overflowing).
     pub fn instant_at_millis(&self, ms: u64) -> Instant {
-        self.origin + Duration::from_millis(ms)
+        self.origin + Duration::from_millis(ms).min(FAR_FUTURE)
     }
 
     /// The instant a tick begins.
@@ -286,5 +293,23 @@ pub async fn drive<T, S>(
                 tokio::task::yield_now().await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deadline_in_milliseconds_round_trips_and_saturates() {
+        let origin = Instant::now();
+        let clock = Clock::new(origin, Duration::from_millis(10));
+        assert_eq!(
+            clock.instant_at_millis(1_500),
+            origin + Duration::from_millis(1_500)
+        );
+        assert_eq!(clock.millis_at(clock.instant_at_millis(1_500)), 1_500);
+        // Far beyond what an Instant holds: capped, no panic.
+        assert_eq!(clock.instant_at_millis(u64::MAX), origin + FAR_FUTURE);
     }
 }
