@@ -15,8 +15,8 @@ use crate::config::{BrokerKind, Config};
 use crate::deadlines::{self, Deadlines};
 use crate::history::Cursor;
 use crate::metrics::Counters;
-use crate::session::registry::Limits;
-use crate::session::{Conn, Registry};
+use crate::registry::users::Limits;
+use crate::registry::{Conn, Registry};
 use crate::wheel::Timer;
 
 /// Shards of the timing wheel: enough that connection tasks on different

@@ -5,7 +5,8 @@
 //! lives in one hashed timing wheel whose entries are reused ([`wheel`]).
 //!
 //! The data flow: `POST /push` ([`api`]) → [`bus`] (numbering, fan-out) →
-//! [`session`] (registry, per-connection queues) → [`transport`] → browser.
+//! [`registry`] (users, connections, per-connection queues) → [`transport`]
+//! → browser; [`deadlines`] arms and fires every timer entry beside them.
 //! [`server::run`] builds and serves the whole gateway.
 
 pub mod api;
@@ -19,8 +20,8 @@ pub mod http;
 pub mod metrics;
 pub mod peers;
 pub mod protocol;
+pub mod registry;
 pub mod server;
-pub mod session;
 pub mod transport;
 pub mod wheel;
 

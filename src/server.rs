@@ -28,7 +28,7 @@ use crate::config::Config;
 use crate::deadlines::Expiry;
 use crate::gateway::{Gateway, StartError};
 use crate::protocol::frame::{Frame, ReconnectReason};
-use crate::session::Outgoing;
+use crate::registry::Outgoing;
 use crate::wheel::{DEFAULT_BUDGET, drive};
 
 /// Handshakes the kernel may queue before the accept loop takes them

@@ -3,13 +3,13 @@
 //!
 //! Delivering a broadcast costs one `send` per recipient (an idle
 //! WebSocket's frame is written straight to its socket, see
-//! `session::outbound`): some 10 µs each, so 0.1 to 0.2 s for 10,000 to
+//! `registry::outbound`): some 10 µs each, so 0.1 to 0.2 s for 10,000 to
 //! 19,000 connections. Inside an async task that would hold a runtime
 //! worker as long; under a bus's publish lock it would hold back every
 //! connect. So a bus numbers and records a message under its lock and
 //! hands it here before letting go of the lock (so messages arrive in
 //! sequence order). One thread per core (a *lane*) delivers each message
-//! to its share of the connections (`session::Lane`), one message after
+//! to its share of the connections (`registry::Lane`), one message after
 //! another: a connection gets every message from the same thread, in
 //! order, and a broadcast's sends are spread over the cores. A connection
 //! that resumed from history past a message skips it by its floor
@@ -23,7 +23,7 @@ use tracing::error;
 
 use crate::bus::PushTarget;
 use crate::protocol::frame::Frame;
-use crate::session::{Lane, Registry};
+use crate::registry::{Lane, Registry};
 
 /// What to run once a message reached every connection it should (on the
 /// lane that finished last). Two messages' `then`s may run at once, on two
@@ -118,8 +118,8 @@ mod tests {
     use super::*;
     use crate::metrics::Counters;
     use crate::protocol::{Transport, UserId};
-    use crate::session::Outgoing;
-    use crate::session::registry::Limits;
+    use crate::registry::Outgoing;
+    use crate::registry::users::Limits;
 
     fn registry() -> Arc<Registry> {
         let limits = Limits {
@@ -145,7 +145,7 @@ mod tests {
         )
     }
 
-    fn seqs(conn: &crate::session::Conn) -> Vec<u64> {
+    fn seqs(conn: &crate::registry::Conn) -> Vec<u64> {
         let mut items = VecDeque::new();
         conn.outbound.take(&mut items);
         items

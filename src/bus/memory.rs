@@ -14,7 +14,7 @@ use crate::history::{Cursor, Dedupe, History};
 use crate::metrics::Counters;
 use crate::protocol::frame::{Frame, StreamKind};
 use crate::protocol::{Transport, UserId};
-use crate::session::{AtCapacity, Conn, Registry};
+use crate::registry::{AtCapacity, Conn, Registry};
 use crate::wheel::Clock;
 
 /// Numbering, history, idempotency keys: everything the publish lock guards.
@@ -248,8 +248,8 @@ mod tests {
     use serde_json::value::RawValue;
 
     use super::*;
-    use crate::session::Outgoing;
-    use crate::session::registry::Limits;
+    use crate::registry::Outgoing;
+    use crate::registry::users::Limits;
 
     fn bus(history_size: usize) -> MemoryBus {
         let limits = Limits {

@@ -14,7 +14,7 @@ use serde_json::value::RawValue;
 use crate::history::Cursor;
 use crate::protocol::frame::Frame;
 use crate::protocol::{Transport, UserId};
-use crate::session::{AtCapacity, Attached, Conn};
+use crate::registry::{AtCapacity, Attached, Conn};
 
 pub use memory::MemoryBus;
 pub use redis::RedisBus;

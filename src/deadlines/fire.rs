@@ -10,7 +10,7 @@ use super::payload::Payload;
 use super::{Deadlines, unix_now};
 use crate::metrics::Eviction;
 use crate::protocol::Transport;
-use crate::session::{Conn, Outgoing, Pushed, User};
+use crate::registry::{Conn, Outgoing, Pushed, User};
 use crate::wheel::{ExpirySink, Fired};
 
 /// The wheel driver's sink: every fired entry of the gateway lands here.

@@ -25,7 +25,7 @@ use crate::bus::Bus;
 use crate::config::SessionConfig;
 use crate::metrics::Counters;
 use crate::protocol::Transport;
-use crate::session::{Conn, Registry, User};
+use crate::registry::{Conn, Registry, User};
 use crate::wheel::{Timer, TimerKey};
 
 /// How often expired history and idempotency keys are dropped.

@@ -3,7 +3,7 @@
 //! The wheel stores a plain `u64` per entry (its entries stay 32 bytes);
 //! this is the only code that gives that number a meaning.
 
-use crate::session::ConnId;
+use crate::registry::ConnId;
 
 /// Set in a session's payload so it never equals a connection id.
 const SESSION_TAG: u64 = 1 << 63;

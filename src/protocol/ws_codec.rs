@@ -6,7 +6,7 @@
 //! framed once per push, and the same bytes go to every recipient's socket.
 //! Client frames are parsed by tungstenite's protocol state machine, fed
 //! from memory, so the socket itself stays free for the fan-out to write
-//! to (see `session::outbound`). Whatever tungstenite answers by itself
+//! to (see `registry::outbound`). Whatever tungstenite answers by itself
 //! (pongs, the reply to a client's close) is captured as bytes for the
 //! connection's queue instead of being written behind the queue's back.
 

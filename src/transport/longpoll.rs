@@ -24,7 +24,7 @@ use crate::http::wire;
 use crate::http::{Body, full};
 use crate::protocol::Transport;
 use crate::protocol::frame::{Frame, ReconnectReason, json_array};
-use crate::session::{Attached, Conn, Outgoing, User};
+use crate::registry::{Attached, Conn, Outgoing, User};
 
 /// Answers `GET /poll`.
 ///

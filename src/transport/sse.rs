@@ -34,7 +34,7 @@ use crate::http::head::Head;
 use crate::http::wire::{self, Length};
 use crate::protocol::Transport;
 use crate::protocol::frame::{Frame, sse_comment};
-use crate::session::{Conn, DirectWrite, Outgoing};
+use crate::registry::{Conn, DirectWrite, Outgoing};
 
 /// Milliseconds a browser waits before reconnecting a dropped stream (the
 /// stream's `retry:` field).

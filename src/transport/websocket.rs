@@ -4,11 +4,11 @@
 //! anything is upgraded. Then one task per connection reads the client's
 //! frames and writes what its outbound queue holds. On plain TCP the
 //! fan-out writes a frame to the socket itself whenever nothing is queued
-//! (see `session::outbound`), so a broadcast wakes no task; frames are
+//! (see `registry::outbound`), so a broadcast wakes no task; frames are
 //! framed once per message (`Frame::ws`) and parsed with tungstenite's
 //! state machine fed from memory (`ws_codec`). There is no separate writer
 //! task and no per-connection tokio timer (pings and idle eviction come
-//! from the wheel, see `session::expiry`).
+//! from the wheel, see `deadlines`).
 
 use std::collections::VecDeque;
 use std::io;
@@ -38,7 +38,7 @@ use crate::peers::PeerStream;
 use crate::protocol::Transport;
 use crate::protocol::frame::Frame;
 use crate::protocol::ws_codec::{self, Inbound};
-use crate::session::{Conn, DirectWrite, Outgoing, Pushed};
+use crate::registry::{Conn, DirectWrite, Outgoing, Pushed};
 
 /// Why a request is not a WebSocket handshake we accept.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

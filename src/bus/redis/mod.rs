@@ -47,7 +47,7 @@ use crate::history::Cursor;
 use crate::metrics::Counters;
 use crate::protocol::frame::{Frame, StreamKind, message_parts};
 use crate::protocol::{Transport, UserId};
-use crate::session::{AtCapacity, Conn, Outgoing, Registry};
+use crate::registry::{AtCapacity, Conn, Outgoing, Registry};
 
 /// The longest wait between attempts to resubscribe.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
