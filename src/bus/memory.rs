@@ -8,8 +8,8 @@ use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
 use super::fanout::Fanout;
-use super::{Bus, BusError, Open, Opened, Publish, Published};
-use crate::bus::PushTarget;
+use super::resume::Resume;
+use super::{Bus, BusError, Open, Opened, Publish, Published, PushTarget};
 use crate::history::{Cursor, Dedupe, History};
 use crate::metrics::Counters;
 use crate::protocol::frame::{Frame, StreamKind};
@@ -145,27 +145,22 @@ impl MemoryBus {
         (published, Some(delivery))
     }
 
-    /// The `recover` frame and missed messages for `user` after `cursor`,
-    /// and whether that is news (something missed, or a gap).
-    fn resume(&self, state: &State, user: &UserId, cursor: Cursor) -> (Vec<Frame>, bool) {
-        let position = Cursor::new(self.epoch, state.last_seq).to_string();
+    /// What `user` is owed after `cursor`.
+    fn resume(&self, state: &State, user: &UserId, cursor: Cursor) -> Resume {
+        let position = Cursor::new(self.epoch, state.last_seq);
         if cursor.epoch != self.epoch {
-            return (vec![Frame::recover(false, &position)], true);
+            return Resume::new(false, position, Vec::new());
         }
         let recovery = state.history.read(user, cursor.seq);
-        let news = !recovery.complete || !recovery.items.is_empty();
-        let mut frames = Vec::with_capacity(recovery.items.len() + 1);
-        frames.push(Frame::recover(recovery.complete, &position));
-        frames.extend(recovery.items.into_iter().map(|(_, frame)| frame));
-        (frames, news)
+        let missed = recovery.items.into_iter().map(|(_, frame)| frame).collect();
+        Resume::new(recovery.complete, position, missed)
     }
 
     fn open_now(&self, open: Open) -> Result<Opened, AtCapacity> {
         let state = self.state.lock();
         let resume = open.cursor.map(|c| self.resume(&state, &open.user, c));
-        if open.transport == Transport::Poll
-            && let Some((frames, true)) = resume
-        {
+        if open.transport == Transport::Poll && resume.as_ref().is_some_and(Resume::is_news) {
+            let frames = resume.map(Resume::into_frames).unwrap_or_default();
             return Ok(Opened::Ready(frames));
         }
         let attached =
@@ -175,13 +170,7 @@ impl MemoryBus {
         // cursor, before this connection's time): the fan-out thread may
         // still be delivering some of it, and this connection's floor
         // drops it (also a copy queued since the attach).
-        let conn = &attached.conn;
-        match resume {
-            Some((frames, _)) if open.transport != Transport::Poll => {
-                conn.outbound.push_resume(frames, state.last_seq);
-            }
-            _ => conn.outbound.discard_through(state.last_seq),
-        }
+        Resume::seat(resume, &attached.conn, open.transport, state.last_seq);
         drop(state);
         Ok(Opened::Attached(attached))
     }

@@ -7,6 +7,7 @@
 pub mod fanout;
 pub mod memory;
 pub mod redis;
+mod resume;
 
 use futures_util::future::BoxFuture;
 use serde_json::value::RawValue;

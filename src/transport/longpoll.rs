@@ -15,9 +15,8 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Request, Response};
 use tokio::net::TcpStream;
 
-use super::client::{self, Client, ClientError};
 use super::cors;
-use crate::bus::{Open, Opened};
+use super::open::{self, Client, ClientError, Joined};
 use crate::gateway::Gateway;
 use crate::http::head::Head;
 use crate::http::wire;
@@ -32,7 +31,7 @@ use crate::registry::{Attached, Conn, Outgoing, User};
 /// its answer needs (the `Origin`, for CORS).
 pub async fn poll<B>(gw: &Arc<Gateway>, req: Request<B>) -> Response<Body> {
     let origin = cors::origin_of(req.headers()).map(str::to_owned);
-    let admitted = client::admit(gw, &req, Transport::Poll);
+    let admitted = open::admit(gw, &req, Transport::Poll);
     drop(req);
     let answered = match admitted {
         Ok(client) => answer(gw, client).await,
@@ -81,25 +80,9 @@ pub async fn answer_raw(
 }
 
 async fn answer(gw: &Arc<Gateway>, client: Client) -> Result<Vec<Frame>, ClientError> {
-    let opened = gw
-        .bus
-        .open(Open {
-            user: client.user.clone(),
-            transport: Transport::Poll,
-            expires_at: client.expires_at,
-            cursor: client.cursor,
-            now_ms: gw.now_ms(),
-        })
-        .await
-        .map_err(|_| ClientError::AtCapacity)?;
-    match opened {
-        Opened::Ready(frames) => {
-            if let Some(user) = gw.registry.user(&client.user) {
-                gw.deadlines.poll_done(&user);
-            }
-            Ok(frames)
-        }
-        Opened::Attached(attached) => Ok(Parked::new(gw, attached).wait().await),
+    match open::join(gw, client, Transport::Poll).await? {
+        Joined::Ready(frames) => Ok(frames),
+        Joined::Live(attached) => Ok(Parked::new(gw, attached).wait().await),
     }
 }
 
@@ -112,10 +95,8 @@ struct Parked<'a> {
 }
 
 impl<'a> Parked<'a> {
+    /// Takes a poll [`open::join`] parked.
     fn new(gw: &'a Gateway, attached: Attached) -> Self {
-        let deadline_ms = gw.deadlines.poll_deadline_ms();
-        gw.deadlines
-            .park_poll(&attached.user, &attached.conn, deadline_ms);
         Self {
             gw,
             conn: attached.conn,

@@ -1,8 +1,8 @@
 //! The three transports (WebSocket, long-poll, SSE) and the client
 //! admission they share.
 
-pub mod client;
 pub mod cors;
 pub mod longpoll;
+pub mod open;
 pub mod sse;
 pub mod websocket;

@@ -25,9 +25,8 @@ use hyper::{Request, Response};
 use tokio::net::TcpStream;
 use tracing::debug;
 
-use super::client;
 use super::cors;
-use crate::bus::{Open, Opened};
+use super::open;
 use crate::gateway::Gateway;
 use crate::http::Body;
 use crate::http::head::Head;
@@ -194,25 +193,9 @@ impl DirectWrite for SseSocket {
     }
 }
 
-async fn open<B>(gw: &Arc<Gateway>, req: &Request<B>) -> Result<Arc<Conn>, client::ClientError> {
-    let client = client::admit(gw, req, Transport::Sse)?;
-    let opened = gw
-        .bus
-        .open(Open {
-            user: client.user,
-            transport: Transport::Sse,
-            expires_at: client.expires_at,
-            cursor: client.cursor,
-            now_ms: gw.now_ms(),
-        })
-        .await
-        .map_err(|_| client::ClientError::AtCapacity)?;
-    let Opened::Attached(attached) = opened else {
-        unreachable!("only long-polls are answered at once");
-    };
-    gw.deadlines.arm_connection(&attached.conn);
-    debug!(user_id = %attached.conn.user, conn_id = attached.conn.id, transport = "sse", "connection opened");
-    Ok(attached.conn)
+async fn open<B>(gw: &Arc<Gateway>, req: &Request<B>) -> Result<Arc<Conn>, open::ClientError> {
+    let client = open::admit(gw, req, Transport::Sse)?;
+    Ok(open::join_live(gw, client, Transport::Sse).await?.conn)
 }
 
 /// The stream's state: the connection, released when the body is dropped.

@@ -28,8 +28,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use tracing::{debug, trace, warn};
 
-use super::client::{self, ClientError};
-use crate::bus::{Open, Opened};
+use super::open;
 use crate::gateway::Gateway;
 use crate::http::Body;
 use crate::http::error::ApiError;
@@ -102,28 +101,14 @@ pub async fn upgrade(gw: &Arc<Gateway>, mut req: Request<Incoming>) -> Response<
         }
         Err(err) => return ApiError::BadRequest(err.to_string()).into_body_response(),
     };
-    let client = match client::admit(gw, &req, Transport::Ws) {
-        Ok(client) => client,
+    let joined = match open::admit(gw, &req, Transport::Ws) {
+        Ok(client) => open::join_live(gw, client, Transport::Ws).await,
+        Err(err) => Err(err),
+    };
+    let conn = match joined {
+        Ok(attached) => attached.conn,
         Err(err) => return err.into_response(),
     };
-    let opened = gw
-        .bus
-        .open(Open {
-            user: client.user,
-            transport: Transport::Ws,
-            expires_at: client.expires_at,
-            cursor: client.cursor,
-            now_ms: gw.now_ms(),
-        })
-        .await;
-    let attached = match opened {
-        Ok(Opened::Attached(attached)) => attached,
-        Ok(Opened::Ready(_)) => unreachable!("only long-polls are answered at once"),
-        Err(_) => return ClientError::AtCapacity.into_response(),
-    };
-    let conn = attached.conn;
-    gw.deadlines.arm_connection(&conn);
-    debug!(user_id = %conn.user, conn_id = conn.id, transport = "ws", "connection opened");
     let on_upgrade = hyper::upgrade::on(&mut req);
     let gw = Arc::clone(gw);
     tokio::spawn(async move {

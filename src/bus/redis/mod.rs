@@ -40,8 +40,8 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use super::fanout::Fanout;
-use super::{Bus, BusError, Open, Opened, Publish, Published};
-use crate::bus::PushTarget;
+use super::resume::Resume;
+use super::{Bus, BusError, Open, Opened, Publish, Published, PushTarget};
 use crate::config::BrokerConfig;
 use crate::history::Cursor;
 use crate::metrics::Counters;
@@ -431,12 +431,10 @@ impl Shared {
                 (false, *self.position.lock(), Vec::new())
             }
         };
-        let news = !complete || !history.is_empty();
-        let mut frames = Vec::with_capacity(history.len() + 1);
-        frames.push(Frame::recover(complete, &position.to_string()));
-        frames.extend(history);
+        let resume = Resume::new(complete, position, history);
         let conn = &attached.conn;
-        if open.transport == Transport::Poll && news {
+        if open.transport == Transport::Poll && resume.is_news() {
+            let mut frames = resume.into_frames();
             self.release(conn);
             let mut live = std::collections::VecDeque::new();
             conn.outbound.take(&mut live);
@@ -446,14 +444,10 @@ impl Shared {
             }));
             return Ok(Opened::Ready(frames));
         }
-        if open.transport == Transport::Poll {
-            // Parked with nothing to answer yet: a live copy of a message
-            // the cursor covers may have been queued during the history
-            // read; it must not be the answer.
-            conn.outbound.discard_through(position.seq);
-        } else {
-            conn.outbound.push_resume(frames, position.seq);
-        }
+        // A poll parked with nothing to answer yet gets the floor alone: a
+        // live copy of a message the cursor covers may have been queued
+        // during the history read; it must not be the answer.
+        Resume::seat(Some(resume), conn, open.transport, position.seq);
         Ok(Opened::Attached(attached))
     }
 

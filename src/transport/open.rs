@@ -1,18 +1,26 @@
-//! Admitting a browser client: the checks every transport shares.
+//! Opening a browser client, the same for every transport: [`admit`] runs
+//! the checks, [`join`] attaches the client to live delivery and arms its
+//! deadline.
 //!
-//! In order: draining (503), `Origin` against `allowed_origins` (403), the
-//! token from `?token=` or `Authorization: Bearer` (401), or `?uid=` when
-//! anonymous access is on, the cursor (400 `bad_cursor`), capacity (503).
+//! The checks, in order: draining (503), `Origin` against
+//! `allowed_origins` (403), the token from `?token=` or `Authorization:
+//! Bearer` (401), or `?uid=` when anonymous access is on, the cursor (400
+//! `bad_cursor`), capacity (503).
 
 use hyper::Request;
 use hyper::header;
 
+use tracing::{debug, error};
+
 use crate::auth::token::bearer;
+use crate::bus::{Open, Opened};
 use crate::gateway::Gateway;
 use crate::history::Cursor;
 use crate::http::Body;
 use crate::http::error::ApiError;
+use crate::protocol::frame::Frame;
 use crate::protocol::{Transport, UserId};
+use crate::registry::Attached;
 
 /// Seconds a refused client is asked to wait before trying again.
 pub const RETRY_AFTER_SECS: u64 = 1;
@@ -49,6 +57,9 @@ pub enum ClientError {
     /// `max_connections` reached.
     #[error("connection limit reached")]
     AtCapacity,
+    /// The bus answered in a way this transport cannot take (a bug).
+    #[error("internal error")]
+    Internal,
 }
 
 impl ClientError {
@@ -66,6 +77,7 @@ impl ClientError {
             Self::AtCapacity => ApiError::ConnectionLimit {
                 retry_after_secs: RETRY_AFTER_SECS,
             },
+            Self::Internal => ApiError::Internal,
         };
         err.into_body_response()
     }
@@ -105,6 +117,79 @@ pub fn admit<B>(
         expires_at,
         cursor,
     })
+}
+
+/// How an admitted client joined.
+#[derive(Debug)]
+pub enum Joined {
+    /// Attached for live delivery with its deadline armed (a poll: parked
+    /// until its timeout). Missed messages, after a `recover` frame, are
+    /// already queued on the connection.
+    Live(Attached),
+    /// A long-poll with messages to return at once: a `recover` frame and
+    /// the missed messages. Nothing was attached.
+    Ready(Vec<Frame>),
+}
+
+/// Joins an admitted client to live delivery, resuming from its cursor,
+/// and arms its deadline: a connection's first ping, or a poll's timeout
+/// on its user's session entry.
+pub async fn join(
+    gw: &Gateway,
+    client: Client,
+    transport: Transport,
+) -> Result<Joined, ClientError> {
+    let user = client.user.clone();
+    let opened = gw
+        .bus
+        .open(Open {
+            user: client.user,
+            transport,
+            expires_at: client.expires_at,
+            cursor: client.cursor,
+            now_ms: gw.now_ms(),
+        })
+        .await
+        .map_err(|_| ClientError::AtCapacity)?;
+    match (opened, transport) {
+        (Opened::Attached(attached), Transport::Poll) => {
+            let deadline_ms = gw.deadlines.poll_deadline_ms();
+            gw.deadlines
+                .park_poll(&attached.user, &attached.conn, deadline_ms);
+            Ok(Joined::Live(attached))
+        }
+        (Opened::Attached(attached), _) => {
+            gw.deadlines.arm_connection(&attached.conn);
+            let conn = &attached.conn;
+            debug!(user_id = %conn.user, conn_id = conn.id, transport = transport.as_str(), "connection opened");
+            Ok(Joined::Live(attached))
+        }
+        (Opened::Ready(frames), Transport::Poll) => {
+            if let Some(user) = gw.registry.user(&user) {
+                gw.deadlines.poll_done(&user);
+            }
+            Ok(Joined::Ready(frames))
+        }
+        (Opened::Ready(_), _) => {
+            error!(
+                transport = transport.as_str(),
+                "the bus answered a live transport at once"
+            );
+            Err(ClientError::Internal)
+        }
+    }
+}
+
+/// [`join`] for a transport that stays connected (WebSocket, SSE).
+pub async fn join_live(
+    gw: &Gateway,
+    client: Client,
+    transport: Transport,
+) -> Result<Attached, ClientError> {
+    match join(gw, client, transport).await? {
+        Joined::Live(attached) => Ok(attached),
+        Joined::Ready(_) => Err(ClientError::Internal),
+    }
 }
 
 fn authenticate<B>(

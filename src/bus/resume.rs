@@ -1,0 +1,104 @@
+//! The resume seam both buses share: what a client that comes back with a
+//! cursor is owed, and how it is queued on its new connection without a
+//! gap or a duplicate at the seam with live delivery.
+
+use crate::history::Cursor;
+use crate::protocol::Transport;
+use crate::protocol::frame::Frame;
+use crate::registry::Conn;
+
+/// A `recover` frame and the messages missed after a cursor, in order.
+#[derive(Debug)]
+pub(crate) struct Resume {
+    frames: Vec<Frame>,
+    news: bool,
+}
+
+impl Resume {
+    /// What a client is owed: `complete` if history still held everything
+    /// after its cursor, `position` the cursor to go on from, `missed`
+    /// the messages after the cursor.
+    pub(crate) fn new(complete: bool, position: Cursor, missed: Vec<Frame>) -> Self {
+        let news = !complete || !missed.is_empty();
+        let mut frames = Vec::with_capacity(missed.len() + 1);
+        frames.push(Frame::recover(complete, &position.to_string()));
+        frames.extend(missed);
+        Self { frames, news }
+    }
+
+    /// Whether the client missed something (a message, or a gap history
+    /// no longer covers): a long-poll is then answered at once.
+    pub(crate) fn is_news(&self) -> bool {
+        self.news
+    }
+
+    /// The frames, `recover` first.
+    pub(crate) fn into_frames(self) -> Vec<Frame> {
+        self.frames
+    }
+
+    /// Queues the resume on a newly attached connection, ahead of live
+    /// frames, with its floor at `floor`: live copies of messages up to
+    /// there (delivered by a fan-out still under way, or queued since the
+    /// attach) are dropped, since the resume or the client's cursor covers
+    /// them. A parked poll gets only the floor: it is answered with what
+    /// comes after.
+    pub(crate) fn seat(resume: Option<Self>, conn: &Conn, transport: Transport, floor: u64) {
+        match resume {
+            Some(resume) if transport != Transport::Poll => {
+                conn.outbound.push_resume(resume.frames, floor);
+            }
+            _ => conn.outbound.discard_through(floor),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(resume: Resume) -> Vec<String> {
+        resume
+            .into_frames()
+            .iter()
+            .map(|f| String::from_utf8_lossy(f.json()).into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn a_complete_resume_with_nothing_missed_is_no_news() {
+        let resume = Resume::new(true, Cursor::new(7, 3), Vec::new());
+        assert!(!resume.is_news());
+        let frames = kinds(resume);
+        assert_eq!(frames.len(), 1);
+        assert!(
+            frames[0].contains("\"recover\"") && frames[0].contains("true"),
+            "{frames:?}"
+        );
+    }
+
+    #[test]
+    fn a_gap_is_news_even_with_nothing_to_send() {
+        assert!(Resume::new(false, Cursor::new(7, 3), Vec::new()).is_news());
+    }
+
+    #[test]
+    fn missed_messages_are_news_and_follow_the_recover_frame() {
+        let data = serde_json::value::RawValue::from_string("1".into()).expect("json");
+        let missed = Frame::message(
+            4,
+            "m4",
+            "0000000000000007-4",
+            crate::protocol::frame::StreamKind::Broadcast,
+            &data,
+        );
+        let resume = Resume::new(true, Cursor::new(7, 4), vec![missed]);
+        assert!(resume.is_news());
+        let frames = kinds(resume);
+        assert_eq!(frames.len(), 2);
+        assert!(
+            frames[0].contains("recover") && frames[1].contains("m4"),
+            "{frames:?}"
+        );
+    }
+}
