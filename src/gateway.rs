@@ -12,6 +12,7 @@ use crate::auth::api_key::ApiKey;
 use crate::auth::origin::{BadOrigin, OriginPolicy};
 use crate::auth::token::TokenVerifier;
 use crate::bus::{Bus, BusError, MemoryBus, RedisBus};
+use crate::clamp;
 use crate::config::{BrokerKind, Config};
 use crate::history::Cursor;
 use crate::metrics::Counters;
@@ -78,7 +79,7 @@ impl Parts {
             self.counters.clone(),
             *self.timer.clock(),
             config.history.size,
-            config.history.ttl().as_millis() as u64,
+            clamp::millis(config.history.ttl()),
         )
         .map_err(StartError::Thread)?;
         Ok(Arc::new(bus))
@@ -133,7 +134,7 @@ impl Gateway {
                     Arc::clone(&parts.registry),
                     parts.counters.clone(),
                     config.history.size,
-                    config.history.ttl().as_millis() as u64,
+                    clamp::millis(config.history.ttl()),
                 )
                 .await?,
             ),
@@ -223,12 +224,13 @@ impl Gateway {
     /// eviction and its token's expiry.
     pub fn next_deadline(&self, conn: &Conn, now: Instant) -> Instant {
         let session = &self.config.session;
-        let idle_at =
-            self.timer.clock().instant_at_millis(conn.last_seen_ms()) + session.idle_timeout();
-        let mut next = (now + session.ping_interval()).min(idle_at);
+        let last_seen = self.timer.clock().instant_at_millis(conn.last_seen_ms());
+        let idle_at = clamp::after(last_seen, session.idle_timeout());
+        let mut next = clamp::after(now, session.ping_interval()).min(idle_at);
         if let Some(exp) = conn.token_expires_at {
+            // `exp` is the client's: up to u64::MAX seconds away.
             let left = exp.saturating_sub(Self::unix_now());
-            next = next.min(now + Duration::from_secs(left));
+            next = next.min(clamp::after(now, Duration::from_secs(left)));
         }
         next.max(now)
     }
@@ -290,8 +292,10 @@ impl Gateway {
         let mut session = user.session.lock();
         session.idle_since_ms = now_ms;
         if let (Some(key), false) = (session.timer, parked) {
-            let at =
-                self.timer.clock().instant_at_millis(now_ms) + self.config.session.session_ttl();
+            let at = clamp::after(
+                self.timer.clock().instant_at_millis(now_ms),
+                self.config.session.session_ttl(),
+            );
             if let Ok(seq) = self.timer.reset(key, at) {
                 session.seq = seq;
             }
@@ -313,6 +317,63 @@ impl Gateway {
             }
         }
     }
+}
+
+/// A connection's hold on the gateway: its registry slot (which the
+/// connections gauge counts) and its timer entry. Dropping it releases
+/// both, however the connection's task ends: a return, a cancelled future,
+/// or a panic unwinding through it. A task that panicked used to leave its
+/// connection counted for good, until `max_connections` refused everyone.
+#[derive(Debug)]
+pub struct Held {
+    gw: Arc<Gateway>,
+    conn: Arc<Conn>,
+}
+
+impl Held {
+    /// Holds `conn`, just attached (armed or not).
+    pub fn new(gw: Arc<Gateway>, conn: Arc<Conn>) -> Self {
+        Self { gw, conn }
+    }
+
+    /// The connection held.
+    pub fn conn(&self) -> &Arc<Conn> {
+        &self.conn
+    }
+
+    /// The gateway it is held in.
+    pub fn gateway(&self) -> &Arc<Gateway> {
+        &self.gw
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        // The socket closes with the task, not when the last fan-out that
+        // cloned the connection lets go of it.
+        self.conn.outbound.clear_direct();
+        // Idempotent: a task that released its connection already (to
+        // learn its position) releases nothing more here.
+        self.gw.release(&self.conn);
+    }
+}
+
+/// Test builds only: the connection task of this user panics once it
+/// serves, so tests can show that [`Held`] releases what it held.
+#[cfg(test)]
+pub(crate) const PANIC_USER: &str = "test.panics-in-its-task";
+
+/// A point in every connection task where a test build makes the task of
+/// [`PANIC_USER`] panic; nothing at all in other builds.
+#[inline]
+pub(crate) fn fault_point(conn: &Conn) {
+    #[cfg(test)]
+    assert!(
+        conn.user.as_str() != PANIC_USER,
+        "test fault: the connection task of {PANIC_USER} panics"
+    );
+    #[cfg(not(test))]
+    let _ = conn;
 }
 
 /// Read buffer per WebSocket. Clients send little (pongs, pings), so a small

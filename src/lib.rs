@@ -11,6 +11,7 @@
 pub mod api;
 pub mod auth;
 pub mod bus;
+pub mod clamp;
 pub mod config;
 pub mod gateway;
 pub mod history;

@@ -245,6 +245,32 @@ fn validate_checks_each_rule() {
         (|c| c.timer.slots = 1 << 21, "timer.slots"),
         (|c| c.history.size = 100_001, "history.size"),
         (|c| c.history.ttl_secs = 0, "history.ttl_secs"),
+        (|c| c.history.ttl_secs = u64::MAX, "history.ttl_secs"),
+        (
+            |c| c.server.drain_timeout_secs = u64::MAX,
+            "server.drain_timeout_secs",
+        ),
+        (
+            |c| c.server.header_timeout_secs = 315_360_001,
+            "server.header_timeout_secs",
+        ),
+        (
+            |c| c.session.idle_timeout_secs = u64::MAX,
+            "session.idle_timeout_secs",
+        ),
+        (
+            |c| c.session.session_ttl_secs = u64::MAX,
+            "session.session_ttl_secs",
+        ),
+        (|c| c.broker.timeout_ms = u64::MAX, "broker.timeout_ms"),
+        (
+            |c| c.broker.start_wait_secs = u64::MAX,
+            "broker.start_wait_secs",
+        ),
+        (
+            |c| c.broker.presence_ttl_secs = u64::MAX,
+            "broker.presence_ttl_secs",
+        ),
         (|c| c.auth.allowed_origins.clear(), "auth.allowed_origins"),
         (|c| c.limits.max_push_bytes = 63, "limits.max_push_bytes"),
         (

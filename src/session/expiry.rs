@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::clamp;
 use crate::gateway::{Gateway, HISTORY_SWEEP};
 use crate::metrics::Eviction;
 use crate::session::registry::SESSION_TAG;
@@ -116,7 +117,7 @@ impl ConnExpiry {
             return;
         };
         if polls.is_empty() {
-            next_ms = session.idle_since_ms + gw.config.session.session_ttl().as_millis() as u64;
+            next_ms = clamp::millis_after(session.idle_since_ms, gw.config.session.session_ttl());
             if now_ms >= next_ms {
                 drop(session);
                 if gw.registry.end_session(user, key, seq) {

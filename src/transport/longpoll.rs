@@ -19,7 +19,8 @@ use super::client::{self, Client, ClientError};
 use super::{cors, wire};
 use crate::api::{Body, full};
 use crate::bus::{Open, Opened};
-use crate::gateway::Gateway;
+use crate::clamp;
+use crate::gateway::{self, Gateway};
 use crate::server::head::Head;
 use crate::session::{Attached, Conn, Outgoing, Transport, User};
 use crate::transport::frame::{Frame, ReconnectReason, json_array};
@@ -97,8 +98,9 @@ async fn answer(gw: &Arc<Gateway>, client: Client) -> Result<Vec<Frame>, ClientE
     }
 }
 
-/// A parked poll. Dropping it (the client went away, or the answer is
-/// ready) detaches the poll and moves the session entry to its expiry.
+/// A parked poll. Dropping it (the client went away, the answer is ready,
+/// or its task panicked) detaches the poll and moves the session entry to
+/// its expiry.
 struct Parked<'a> {
     gw: &'a Gateway,
     conn: Arc<Conn>,
@@ -107,19 +109,22 @@ struct Parked<'a> {
 
 impl<'a> Parked<'a> {
     fn new(gw: &'a Gateway, attached: Attached) -> Self {
-        let deadline_ms = gw.now_ms() + gw.config.session.poll_timeout().as_millis() as u64;
-        gw.park_poll(&attached.user, &attached.conn, deadline_ms);
-        Self {
+        // Built first, so whatever happens next, dropping it detaches.
+        let parked = Self {
             gw,
             conn: attached.conn,
             user: attached.user,
-        }
+        };
+        let deadline_ms = clamp::millis_after(gw.now_ms(), gw.config.session.poll_timeout());
+        gw.park_poll(&parked.user, &parked.conn, deadline_ms);
+        parked
     }
 
     /// Waits for a message, the end of the connection or the timeout, and
     /// returns the frames to answer with.
     async fn wait(self) -> Vec<Frame> {
         let conn = &self.conn;
+        gateway::fault_point(conn);
         let mut batch = VecDeque::new();
         loop {
             tokio::select! {

@@ -9,3 +9,6 @@ pub mod sse;
 pub mod websocket;
 pub mod wire;
 pub mod ws_codec;
+
+#[cfg(test)]
+mod fault_tests;

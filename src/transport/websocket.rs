@@ -34,7 +34,7 @@ use super::ws_codec::{self, Inbound};
 use crate::api::Body;
 use crate::api::error::ApiError;
 use crate::bus::{Open, Opened};
-use crate::gateway::Gateway;
+use crate::gateway::{self, Gateway, Held};
 use crate::peers::PeerStream;
 use crate::session::{Conn, DirectWrite, Outgoing, Pushed, Transport};
 use crate::transport::frame::Frame;
@@ -120,7 +120,10 @@ pub async fn upgrade(gw: &Arc<Gateway>, mut req: Request<Incoming>) -> Response<
         Ok(Opened::Ready(_)) => unreachable!("only long-polls are answered at once"),
         Err(_) => return ClientError::AtCapacity.into_response(),
     };
-    let conn = attached.conn;
+    // From here on, however this ends (the upgrade failing, the task
+    // panicking), dropping `held` releases the connection.
+    let held = Held::new(Arc::clone(gw), attached.conn);
+    let conn = Arc::clone(held.conn());
     gw.arm_connection(&conn);
     debug!(user_id = %conn.user, conn_id = conn.id, transport = "ws", "connection opened");
     let on_upgrade = hyper::upgrade::on(&mut req);
@@ -151,7 +154,7 @@ pub async fn upgrade(gw: &Arc<Gateway>, mut req: Request<Incoming>) -> Response<
             },
             Err(err) => debug!(conn_id = conn.id, error = %err, "upgrade failed"),
         }
-        let _ = gw.release(&conn);
+        drop(held);
         debug!(user_id = %conn.user, conn_id = conn.id, transport = "ws", "connection closed");
     });
     let mut resp = Response::new(crate::api::empty());
@@ -254,6 +257,7 @@ enum Stop {
 /// hyper's whole read buffer (kilobytes), so it is dropped as soon as it
 /// is parsed, not kept for the connection's life.
 async fn serve(gw: &Gateway, conn: &Conn, mut socket: Socket, prefetched: Bytes) {
+    gateway::fault_point(conn);
     let mut inbound = Inbound::new(gw.websocket_config());
     let mut batch = VecDeque::new();
     let mut stop = on_bytes(gw, conn, &mut inbound, &prefetched).err();

@@ -100,13 +100,16 @@ impl Clock {
 
     /// The instant `ms` milliseconds after the origin.
     pub fn instant_at_millis(&self, ms: u64) -> Instant {
-        self.origin + Duration::from_millis(ms)
+        crate::clamp::after(self.origin, Duration::from_millis(ms))
     }
 
     /// The instant a tick begins.
     pub fn instant_of(&self, tick: u64) -> Instant {
         let nanos = self.tick.as_nanos().saturating_mul(u128::from(tick));
-        self.origin + Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+        crate::clamp::after(
+            self.origin,
+            Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX)),
+        )
     }
 }
 
