@@ -171,3 +171,53 @@ async fn serve_subcommand_drains_a_connected_client_and_exits_0_on_sigint() {
     assert!(took < drain + Duration::from_secs(5));
     drop(ws);
 }
+
+/// Starts `pushgate <args>` in the repository root with stdout and stderr
+/// piped, with exactly these `PUSHGATE_*` variables.
+fn run_piped(args: &[&str], env: &[(&str, &str)]) -> std::process::Child {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pushgate"));
+    cmd.args(args).current_dir(ROOT);
+    for (var, _) in std::env::vars_os() {
+        let name = var.to_string_lossy();
+        if name.starts_with("PUSHGATE_") || name == "RUST_LOG" || name == "NO_COLOR" {
+            cmd.env_remove(var);
+        }
+    }
+    cmd.envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd.spawn().expect("pushgate starts")
+}
+
+#[tokio::test]
+async fn a_broker_that_cannot_be_reached_is_reported_without_its_password() {
+    const PASSWORD: &str = "hunter2-redis-password";
+    // Port 1 on loopback: nothing listens, the connection is refused.
+    let url = format!("redis://pushgate:{PASSWORD}@127.0.0.1:1/0");
+    let child = run_piped(
+        &["--config", "config.toml"],
+        &[
+            ("PUSHGATE_SERVER_LISTEN", "127.0.0.1:0"),
+            ("PUSHGATE_BROKER_KIND", "redis"),
+            ("PUSHGATE_BROKER_URL", &url),
+            ("PUSHGATE_BROKER_TIMEOUT_MS", "500"),
+        ],
+    );
+    let out = tokio::time::timeout(
+        Duration::from_secs(30),
+        tokio::task::spawn_blocking(move || child.wait_with_output()),
+    )
+    .await
+    .expect("exits in time")
+    .expect("join")
+    .expect("output");
+    assert!(!out.status.success(), "{out:?}");
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(all.contains("broker"), "{all}");
+    assert!(!all.contains(PASSWORD), "{all}");
+}

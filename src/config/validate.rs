@@ -171,7 +171,7 @@ pub(super) fn broker(broker: &BrokerConfig, errors: &mut ConfigErrors) {
             "broker.url",
             format_args!(
                 "must start with redis://, rediss://, redis+unix:// or unix://, got {:?}",
-                broker.url
+                super::masked_url(&broker.url)
             ),
         );
     }
