@@ -1,6 +1,7 @@
 //! The `pushgate` binary: command line, configuration, logs, signals.
 //! The only place `anyhow` is used.
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -118,7 +119,12 @@ fn init_logs() {
     let filter = EnvFilter::try_from_env("PUSHGATE_LOG")
         .or_else(|_| EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).init();
+    // Colour codes only for a terminal: in a file, a pipe or a log
+    // collector they are noise.
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stdout().is_terminal())
+        .init();
 }
 
 fn warn_about(config: &Config) {

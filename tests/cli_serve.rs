@@ -191,6 +191,45 @@ fn run_piped(args: &[&str], env: &[(&str, &str)]) -> std::process::Child {
 }
 
 #[tokio::test]
+async fn logs_written_to_a_pipe_carry_no_terminal_colour_codes() {
+    let addr = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port");
+    let child = run_piped(
+        &["--config", "config.toml"],
+        &[
+            ("PUSHGATE_SERVER_LISTEN", &addr.to_string()),
+            ("PUSHGATE_SERVER_DRAIN_TIMEOUT_SECS", "1"),
+        ],
+    );
+    let pid = child.id().to_string();
+    let started = Instant::now();
+    while get(addr, "/healthz").await.is_err() {
+        assert!(started.elapsed() < Duration::from_secs(30), "never healthy");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let status = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .expect("join")
+        .expect("output");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("listening"),
+        "the logs are on stdout:\n{stdout}"
+    );
+    assert!(
+        !out.stdout.contains(&0x1b),
+        "ESC in piped logs:\n{stdout:?}"
+    );
+    assert!(!out.stderr.contains(&0x1b), "ESC on stderr");
+}
+
+#[tokio::test]
 async fn a_broker_that_cannot_be_reached_is_reported_without_its_password() {
     const PASSWORD: &str = "hunter2-redis-password";
     // Port 1 on loopback: nothing listens, the connection is refused.
