@@ -11,6 +11,7 @@ use crate::auth::api_key::ApiKey;
 use crate::auth::origin::{BadOrigin, OriginPolicy};
 use crate::auth::token::TokenVerifier;
 use crate::bus::{Bus, BusError, MemoryBus, RedisBus};
+use crate::clamp;
 use crate::config::{BrokerKind, Config};
 use crate::deadlines::{self, Deadlines};
 use crate::history::Cursor;
@@ -72,7 +73,7 @@ impl Parts {
             self.counters.clone(),
             *self.timer.clock(),
             config.history.size,
-            config.history.ttl().as_millis() as u64,
+            clamp::millis(config.history.ttl()),
         )
         .map_err(StartError::Thread)?;
         Ok(Arc::new(bus))
@@ -129,7 +130,7 @@ impl Gateway {
                     Arc::clone(&parts.registry),
                     parts.counters.clone(),
                     config.history.size,
-                    config.history.ttl().as_millis() as u64,
+                    clamp::millis(config.history.ttl()),
                 )
                 .await?,
             ),
@@ -226,6 +227,63 @@ impl Gateway {
         self.bus.detach(conn);
         self.deadlines.forget(conn);
     }
+}
+
+/// A connection's hold on the gateway: its registry slot (which the
+/// connections gauge counts) and its timer entry. Dropping it releases
+/// both, however the connection's task ends: a return, a cancelled future,
+/// or a panic unwinding through it. A task that panicked used to leave its
+/// connection counted for good, until `max_connections` refused everyone.
+#[derive(Debug)]
+pub struct Held {
+    gw: Arc<Gateway>,
+    conn: Arc<Conn>,
+}
+
+impl Held {
+    /// Holds `conn`, just attached (armed or not).
+    pub fn new(gw: Arc<Gateway>, conn: Arc<Conn>) -> Self {
+        Self { gw, conn }
+    }
+
+    /// The connection held.
+    pub fn conn(&self) -> &Arc<Conn> {
+        &self.conn
+    }
+
+    /// The gateway it is held in.
+    pub fn gateway(&self) -> &Arc<Gateway> {
+        &self.gw
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        // The socket closes with the task, not when the last fan-out that
+        // cloned the connection lets go of it.
+        self.conn.outbound.clear_direct();
+        // Idempotent: a task that released its connection already (to
+        // learn its position) releases nothing more here.
+        self.gw.release(&self.conn);
+    }
+}
+
+/// Test builds only: the connection task of this user panics once it
+/// serves, so tests can show that [`Held`] releases what it held.
+#[cfg(test)]
+pub(crate) const PANIC_USER: &str = "test.panics-in-its-task";
+
+/// A point in every connection task where a test build makes the task of
+/// [`PANIC_USER`] panic; nothing at all in other builds.
+#[inline]
+pub(crate) fn fault_point(conn: &Conn) {
+    #[cfg(test)]
+    assert!(
+        conn.user.as_str() != PANIC_USER,
+        "test fault: the connection task of {PANIC_USER} panics"
+    );
+    #[cfg(not(test))]
+    let _ = conn;
 }
 
 /// Read buffer per WebSocket. Clients send little (pongs, pings), so a small

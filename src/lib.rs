@@ -12,6 +12,7 @@
 pub mod api;
 pub mod auth;
 pub mod bus;
+pub mod clamp;
 pub mod config;
 pub(crate) mod deadlines;
 pub mod gateway;

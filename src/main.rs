@@ -1,11 +1,12 @@
 //! The `pushgate` binary: command line, configuration, logs, signals.
 //! The only place `anyhow` is used.
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use pushgate::config::Config;
+use pushgate::config::{Config, Loaded};
 use pushgate::protocol::UserId;
 use tracing::{info, warn};
 use tracing_subscriber::EnvFilter;
@@ -51,6 +52,8 @@ fn main() -> anyhow::Result<()> {
         Command::Serve => serve(cli.config.as_deref()),
         Command::Token { uid, ttl } => {
             let config = load(cli.config.as_deref())?;
+            note_ignored_env(&config);
+            let config = config.config;
             let user = UserId::parse(&uid).with_context(|| format!("bad user id {uid:?}"))?;
             let expires_at = pushgate::gateway::Gateway::unix_now().saturating_add(ttl);
             println!(
@@ -60,8 +63,9 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::CheckConfig => {
-            let config = load(cli.config.as_deref())?;
-            print!("{}", config.to_masked_toml());
+            let loaded = load(cli.config.as_deref())?;
+            note_ignored_env(&loaded);
+            print!("{}", loaded.config.to_masked_toml());
             Ok(())
         }
     }
@@ -70,7 +74,7 @@ fn main() -> anyhow::Result<()> {
 /// Loads and validates the configuration: the given file, or
 /// ./config.toml if present, or the built-in defaults; then the
 /// environment overlay.
-fn load(path: Option<&Path>) -> anyhow::Result<Config> {
+fn load(path: Option<&Path>) -> anyhow::Result<Loaded> {
     // Variables that are not UTF-8 cannot be ours; skip them rather than panic.
     let env = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
@@ -82,9 +86,21 @@ fn load(path: Option<&Path>) -> anyhow::Result<Config> {
     config.context("invalid configuration")
 }
 
+/// Tells a command without logs, on stderr, which variables the
+/// environment overlay ignored.
+fn note_ignored_env(loaded: &Loaded) {
+    if let Some(warning) = loaded.ignored_env_warning() {
+        eprintln!("warning: {warning}");
+    }
+}
+
 fn serve(path: Option<&Path>) -> anyhow::Result<()> {
     init_logs();
-    let config = load(path)?;
+    let loaded = load(path)?;
+    if let Some(warning) = loaded.ignored_env_warning() {
+        warn!("{warning}");
+    }
+    let config = loaded.config;
     warn_about(&config);
     raise_open_files_limit(config.session.max_connections as u64);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -103,7 +119,12 @@ fn init_logs() {
     let filter = EnvFilter::try_from_env("PUSHGATE_LOG")
         .or_else(|_| EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).init();
+    // Colour codes only for a terminal: in a file, a pipe or a log
+    // collector they are noise.
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stdout().is_terminal())
+        .init();
 }
 
 fn warn_about(config: &Config) {

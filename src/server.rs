@@ -256,7 +256,7 @@ async fn serve_metrics(gw: Arc<Gateway>, listener: TcpListener, stop: impl Futur
 /// finish, and waits up to the drain timeout for connections to go.
 async fn drain(gw: &Gateway) {
     gw.start_draining();
-    let deadline = Instant::now() + gw.config.server.drain_timeout();
+    let deadline = crate::clamp::from_now(gw.config.server.drain_timeout());
     let conns = gw.registry.all_connections();
     info!(connections = conns.len(), "draining");
     let reconnect = Frame::reconnect(

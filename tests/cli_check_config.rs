@@ -130,14 +130,115 @@ fn environment_variable_overrides_its_key() {
 }
 
 #[test]
-fn environment_variable_naming_no_key_is_refused() {
-    let out = check_config("config.toml", &[("PUSHGATE_NO_SUCH_KEY", "1")]);
-    assert!(!out.status.success(), "{out:?}");
-    assert!(out.stdout.is_empty());
-    assert!(
-        text(&out.stderr).contains("PUSHGATE_NO_SUCH_KEY"),
-        "{out:?}"
+fn environment_variable_naming_a_section_but_no_key_of_it_is_refused() {
+    for typo in ["PUSHGATE_SERVER_LISTN", "PUSHGATE_SESSION_NO_SUCH_KEY"] {
+        let out = check_config("config.toml", &[(typo, "1")]);
+        assert!(!out.status.success(), "{out:?}");
+        assert!(out.stdout.is_empty());
+        assert!(text(&out.stderr).contains(typo), "{out:?}");
+    }
+}
+
+/// What a Service named `pushgate` and one named `pushgate-server`
+/// (port 8080, named `http`) inject into every pod of their namespace,
+/// and a script's own variable.
+const NOT_CONFIG: &[(&str, &str)] = &[
+    ("PUSHGATE_SERVICE_HOST", "10.0.0.11"),
+    ("PUSHGATE_SERVICE_PORT", "8080"),
+    ("PUSHGATE_SERVICE_PORT_HTTP", "8080"),
+    ("PUSHGATE_PORT", "tcp://10.0.0.11:8080"),
+    ("PUSHGATE_PORT_8080_TCP", "tcp://10.0.0.11:8080"),
+    ("PUSHGATE_PORT_8080_TCP_PROTO", "tcp"),
+    ("PUSHGATE_PORT_8080_TCP_PORT", "8080"),
+    ("PUSHGATE_PORT_8080_TCP_ADDR", "10.0.0.11"),
+    ("PUSHGATE_SERVER_SERVICE_HOST", "10.0.0.12"),
+    ("PUSHGATE_SERVER_SERVICE_PORT", "8080"),
+    ("PUSHGATE_SERVER_SERVICE_PORT_HTTP", "8080"),
+    ("PUSHGATE_SERVER_PORT", "tcp://10.0.0.12:8080"),
+    ("PUSHGATE_SERVER_PORT_8080_TCP", "tcp://10.0.0.12:8080"),
+    ("PUSHGATE_SERVER_PORT_8080_TCP_PROTO", "tcp"),
+    ("PUSHGATE_SERVER_PORT_8080_TCP_PORT", "8080"),
+    ("PUSHGATE_SERVER_PORT_8080_TCP_ADDR", "10.0.0.12"),
+    ("PUSHGATE_BIN", "/usr/local/bin/pushgate"),
+];
+
+#[test]
+fn kubernetes_service_links_and_foreign_variables_are_ignored_with_one_warning() {
+    let mut env = NOT_CONFIG.to_vec();
+    env.push(("PUSHGATE_SESSION_IDLE_TIMEOUT_SECS", "30"));
+    let out = check_config("config.toml", &env);
+    let printed = printed_config(&out);
+    assert_eq!(
+        printed.session.idle_timeout_secs, 30,
+        "real keys still apply"
     );
+    let stderr = text(&out.stderr);
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "one warning line:\n{stderr}");
+    for (var, value) in NOT_CONFIG {
+        assert!(warnings[0].contains(var), "{var} listed:\n{stderr}");
+        // (Ports and "tcp" are in the names too; addresses are not.)
+        if value.contains('.') {
+            assert!(!warnings[0].contains(value), "values shown:\n{stderr}");
+        }
+    }
+    assert!(!warnings[0].contains("IDLE_TIMEOUT"), "{stderr}");
+}
+
+/// A config on the Redis broker at `url`.
+fn redis_config(name: &str, url: &str) -> PathBuf {
+    edited_config(name, |toml| {
+        toml.replacen("kind = \"memory\"", "kind = \"redis\"", 1)
+            .replacen(
+                "url = \"redis://127.0.0.1:6379\"",
+                &format!("url = \"{url}\""),
+                1,
+            )
+    })
+}
+
+const REDIS_PASSWORD: &str = "hunter2-redis-password";
+
+#[test]
+fn the_redis_password_in_the_broker_url_is_never_printed() {
+    let url = format!("redis://pushgate:{REDIS_PASSWORD}@redis.internal:6379/0");
+    let path = redis_config("redis-password", &url);
+    let out = check_config(path.to_str().expect("UTF-8 path"), &[]);
+    let _ = std::fs::remove_file(&path);
+    let printed = printed_config(&out);
+    assert_eq!(
+        printed.broker.url,
+        "redis://pushgate:***@redis.internal:6379/0"
+    );
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(!stdout.contains(REDIS_PASSWORD), "{stdout}");
+    assert!(!stderr.contains(REDIS_PASSWORD), "{stderr}");
+    // On a socket URL the password is a query parameter.
+    let url = format!("redis+unix:///run/redis.sock?db=1&pass={REDIS_PASSWORD}");
+    let out = check_config("config.toml", &[("PUSHGATE_BROKER_URL", &url)]);
+    let printed = printed_config(&out);
+    assert_eq!(
+        printed.broker.url,
+        "redis+unix:///run/redis.sock?db=1&pass=***"
+    );
+    assert!(!text(&out.stdout).contains(REDIS_PASSWORD));
+}
+
+#[test]
+fn a_bad_broker_url_is_refused_without_echoing_its_password() {
+    for url in [
+        format!("http://pushgate:{REDIS_PASSWORD}@redis.internal:6379"),
+        format!("redis:/pushgate:{REDIS_PASSWORD}@redis.internal"),
+    ] {
+        let path = redis_config("bad-redis-url", &url);
+        let out = check_config(path.to_str().expect("UTF-8 path"), &[]);
+        let _ = std::fs::remove_file(&path);
+        assert!(!out.status.success(), "{out:?}");
+        let stderr = text(&out.stderr);
+        assert!(stderr.contains("broker.url"), "{stderr}");
+        assert!(!stderr.contains(REDIS_PASSWORD), "{stderr}");
+        assert!(stderr.contains("***"), "{stderr}");
+    }
 }
 
 #[test]

@@ -171,3 +171,92 @@ async fn serve_subcommand_drains_a_connected_client_and_exits_0_on_sigint() {
     assert!(took < drain + Duration::from_secs(5));
     drop(ws);
 }
+
+/// Starts `pushgate <args>` in the repository root with stdout and stderr
+/// piped, with exactly these `PUSHGATE_*` variables.
+fn run_piped(args: &[&str], env: &[(&str, &str)]) -> std::process::Child {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pushgate"));
+    cmd.args(args).current_dir(ROOT);
+    for (var, _) in std::env::vars_os() {
+        let name = var.to_string_lossy();
+        if name.starts_with("PUSHGATE_") || name == "RUST_LOG" || name == "NO_COLOR" {
+            cmd.env_remove(var);
+        }
+    }
+    cmd.envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd.spawn().expect("pushgate starts")
+}
+
+#[tokio::test]
+async fn logs_written_to_a_pipe_carry_no_terminal_colour_codes() {
+    let addr = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port");
+    let child = run_piped(
+        &["--config", "config.toml"],
+        &[
+            ("PUSHGATE_SERVER_LISTEN", &addr.to_string()),
+            ("PUSHGATE_SERVER_DRAIN_TIMEOUT_SECS", "1"),
+        ],
+    );
+    let pid = child.id().to_string();
+    let started = Instant::now();
+    while get(addr, "/healthz").await.is_err() {
+        assert!(started.elapsed() < Duration::from_secs(30), "never healthy");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let status = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .expect("join")
+        .expect("output");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("listening"),
+        "the logs are on stdout:\n{stdout}"
+    );
+    assert!(
+        !out.stdout.contains(&0x1b),
+        "ESC in piped logs:\n{stdout:?}"
+    );
+    assert!(!out.stderr.contains(&0x1b), "ESC on stderr");
+}
+
+#[tokio::test]
+async fn a_broker_that_cannot_be_reached_is_reported_without_its_password() {
+    const PASSWORD: &str = "hunter2-redis-password";
+    // Port 1 on loopback: nothing listens, the connection is refused.
+    let url = format!("redis://pushgate:{PASSWORD}@127.0.0.1:1/0");
+    let child = run_piped(
+        &["--config", "config.toml"],
+        &[
+            ("PUSHGATE_SERVER_LISTEN", "127.0.0.1:0"),
+            ("PUSHGATE_BROKER_KIND", "redis"),
+            ("PUSHGATE_BROKER_URL", &url),
+            ("PUSHGATE_BROKER_TIMEOUT_MS", "500"),
+        ],
+    );
+    let out = tokio::time::timeout(
+        Duration::from_secs(30),
+        tokio::task::spawn_blocking(move || child.wait_with_output()),
+    )
+    .await
+    .expect("exits in time")
+    .expect("join")
+    .expect("output");
+    assert!(!out.status.success(), "{out:?}");
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(all.contains("broker"), "{all}");
+    assert!(!all.contains(PASSWORD), "{all}");
+}

@@ -1,7 +1,8 @@
 //! Client tokens (HS256 JWT).
 //!
 //! A client proves its user id with a JWT signed HS256 with `[auth] secret`,
-//! claims `sub` = user id and `exp` = expiry in seconds since the epoch.
+//! claims `sub` = user id and `exp` = expiry in seconds since the epoch,
+//! and optionally `nbf` = the second it becomes valid (RFC 7519 §4.1.5).
 //! Verification is pure: the caller passes the current time, so tests never
 //! read a clock.
 
@@ -57,6 +58,17 @@ pub enum TokenError {
         /// The time of the check, seconds since the epoch.
         now_secs: u64,
     },
+    /// `nbf` is not a non-negative integer (a string, a fraction, ...).
+    #[error("token nbf claim is not an integer number of seconds")]
+    BadNotBefore,
+    /// `nbf` is after the current time: the token is not valid yet.
+    #[error("token not valid before {not_before} (now {now_secs}, seconds since epoch)")]
+    NotYetValid {
+        /// The token's `nbf`, seconds since the epoch.
+        not_before: u64,
+        /// The time of the check, seconds since the epoch.
+        now_secs: u64,
+    },
     /// No `sub` claim (or `sub: null`).
     #[error("token has no sub claim")]
     MissingSubject,
@@ -84,7 +96,8 @@ pub struct VerifiedToken {
 /// Checks client tokens against the configured secret.
 ///
 /// Built once at start from `[auth] secret`; cheap to share behind an `Arc`.
-/// There is no leeway on `exp`: a token is valid while `now < exp`. Tokens
+/// There is no leeway on `exp` or `nbf`: a token is valid while
+/// `nbf <= now < exp` (`nbf` optional). Tokens
 /// are minted by backends with lifetimes of minutes or hours, so a few
 /// seconds of clock skew do not matter, and a leeway would only stretch
 /// every token past the expiry its issuer asked for.
@@ -120,6 +133,7 @@ impl TokenVerifier {
                 .map_err(|err| from_library_error(err.into_kind()))?
                 .claims;
         let expires_at = check_expiry(take_claim(&mut claims, "exp"), now_secs)?;
+        check_not_before(take_claim(&mut claims, "nbf"), now_secs)?;
         let user = check_subject(take_claim(&mut claims, "sub"))?;
         Ok(VerifiedToken { user, expires_at })
     }
@@ -250,6 +264,21 @@ fn check_expiry(exp: Option<Value>, now_secs: u64) -> Result<u64, TokenError> {
         });
     }
     Ok(expires_at)
+}
+
+/// RFC 7519 §4.1.5: the token must not be accepted before its `nbf`.
+fn check_not_before(nbf: Option<Value>, now_secs: u64) -> Result<(), TokenError> {
+    let Some(nbf) = nbf else {
+        return Ok(());
+    };
+    let not_before = nbf.as_u64().ok_or(TokenError::BadNotBefore)?;
+    if not_before > now_secs {
+        return Err(TokenError::NotYetValid {
+            not_before,
+            now_secs,
+        });
+    }
+    Ok(())
 }
 
 fn check_subject(sub: Option<Value>) -> Result<UserId, TokenError> {
@@ -433,6 +462,32 @@ mod tests {
         ];
         for (claims, want) in cases {
             assert_eq!(verify(&hs256(claims.clone())), Err(want), "{claims}");
+        }
+    }
+
+    #[test]
+    fn a_token_is_refused_before_its_nbf_and_accepted_from_it() {
+        let not_yet = |not_before| E::NotYetValid {
+            not_before,
+            now_secs: NOW,
+        };
+        let with_nbf = |nbf: Value| hs256(json!({"sub": "alice", "exp": NOW + 60, "nbf": nbf}));
+        let cases = [
+            (json!(NOW + 1), Err(not_yet(NOW + 1))),
+            (json!(u64::MAX), Err(not_yet(u64::MAX))),
+            (json!(NOW), Ok(NOW + 60)),
+            (json!(NOW - 30), Ok(NOW + 60)),
+            (json!(0), Ok(NOW + 60)),
+            (Value::Null, Ok(NOW + 60)),
+            (json!("1700000000"), Err(E::BadNotBefore)),
+            (json!(1.7e9), Err(E::BadNotBefore)),
+            (json!(-1), Err(E::BadNotBefore)),
+            // jsonwebtoken refuses this shape itself, as malformed JSON.
+            (json!([NOW]), Err(E::BadJson)),
+        ];
+        for (nbf, want) in cases {
+            let got = verify(&with_nbf(nbf.clone())).map(|v| v.expires_at);
+            assert_eq!(got, want, "nbf {nbf}");
         }
     }
 

@@ -1,8 +1,9 @@
-//! Hiding `auth.secret` and `auth.api_key` from `Debug` and masked output.
+//! Hiding `auth.secret`, `auth.api_key` and the password in `broker.url`
+//! from `Debug`, error messages and masked output.
 
 use std::fmt;
 
-use super::AuthConfig;
+use super::{AuthConfig, BrokerConfig};
 
 /// What masked secrets print as.
 pub(super) const MASK: &str = "***";
@@ -37,4 +38,81 @@ fn mask(value: &str) -> String {
     } else {
         MASK.to_owned()
     }
+}
+
+impl BrokerConfig {
+    /// A copy with the password in `url` replaced by `***`.
+    pub(super) fn masked(&self) -> Self {
+        Self {
+            url: masked_url(&self.url),
+            ..self.clone()
+        }
+    }
+}
+
+impl fmt::Debug for BrokerConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BrokerConfig")
+            .field("kind", &self.kind)
+            .field("url", &masked_url(&self.url))
+            .field("key_prefix", &self.key_prefix)
+            .field("timeout_ms", &self.timeout_ms)
+            .field("start_wait_secs", &self.start_wait_secs)
+            .field("presence_ttl_secs", &self.presence_ttl_secs)
+            .finish()
+    }
+}
+
+/// Query parameters that carry a password (`redis+unix://…?pass=…`).
+const PASSWORD_PARAMS: [&str; 2] = ["pass", "password"];
+
+/// `url` with its password shown as `***`: the password of the userinfo
+/// (`scheme://user:password@host`, whether or not the URL is otherwise
+/// valid: everything between the first `:` and the last `@`, so even a
+/// password with a stray `/` or `?` is hidden whole) and the value of a
+/// `pass` or `password` query parameter. The rest, user name included,
+/// is kept.
+pub fn masked_url(url: &str) -> String {
+    let (scheme, rest) = match url.find("://") {
+        Some(at) => url.split_at(at + 3),
+        None => ("", url),
+    };
+    let mut out = String::with_capacity(url.len());
+    out.push_str(scheme);
+    // A socket URL has no authority: its credentials are in the query.
+    let rest = match rest.rfind('@') {
+        Some(at) if !scheme.contains("unix") => {
+            let (userinfo, after) = rest.split_at(at);
+            match userinfo.split_once(':') {
+                Some((user, _password)) => {
+                    out.push_str(user);
+                    out.push(':');
+                    out.push_str(MASK);
+                }
+                None => out.push_str(userinfo),
+            }
+            after
+        }
+        _ => rest,
+    };
+    let (before_fragment, fragment) = rest.split_at(rest.find('#').unwrap_or(rest.len()));
+    match before_fragment.split_once('?') {
+        Some((path, query)) => {
+            out.push_str(path);
+            out.push('?');
+            let params: Vec<String> = query
+                .split('&')
+                .map(|param| match param.split_once('=') {
+                    Some((name, _)) if PASSWORD_PARAMS.contains(&name) => {
+                        format!("{name}={MASK}")
+                    }
+                    _ => param.to_owned(),
+                })
+                .collect();
+            out.push_str(&params.join("&"));
+        }
+        None => out.push_str(before_fragment),
+    }
+    out.push_str(fragment);
+    out
 }

@@ -5,7 +5,9 @@
 //! 1. the TOML file is parsed into [`Config`]; keys it omits keep their
 //!    built-in defaults, unknown keys are errors ([`Config::from_toml_str`]);
 //! 2. `PUSHGATE_<SECTION>_<KEY>` environment variables override single keys
-//!    ([`Config::apply_env`], a pure function over the pairs it is given);
+//!    ([`Config::overlay_env`], a pure function over the pairs it is given,
+//!    which also returns the `PUSHGATE_*` variables it ignored: Kubernetes
+//!    service links and scripts' own, see `env`);
 //! 3. [`Config::validate`] checks every rule and reports every problem at
 //!    once, one line each, starting with the dotted path of the key.
 //!
@@ -23,6 +25,8 @@ use toml::{Table, Value};
 mod env;
 mod mask;
 mod validate;
+
+pub use mask::masked_url;
 
 /// The `auth.secret` shipped in the repository's `config.toml`, a
 /// development value. The binary warns when it is in use.
@@ -362,13 +366,18 @@ pub enum BrokerKind {
 }
 
 /// `[broker]`: the bus between gateway instances.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Its `Debug` masks the password in `url`, so logging a config never
+/// leaks it.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct BrokerConfig {
     /// `"memory"` (embedded, the default) or `"redis"`.
     pub kind: BrokerKind,
     /// Redis URL, used when `kind = "redis"`. Default
-    /// `"redis://127.0.0.1:6379"`.
+    /// `"redis://127.0.0.1:6379"`. A password in it
+    /// (`redis://user:password@host`, or `?pass=` on a socket URL) is shown
+    /// as `***` wherever the URL is printed or logged.
     pub url: String,
     /// Prefix of every Redis key and channel, so instances of different
     /// deployments can share one Redis. Default `"pushgate"`; must not be
@@ -465,6 +474,32 @@ pub enum ConfigError {
     Invalid(ConfigErrors),
 }
 
+/// A configuration, and the `PUSHGATE_*` variables the environment
+/// overlay ignored as not meant for it (Kubernetes service links, a
+/// script's own), sorted, for one warning line at start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Loaded {
+    /// The configuration.
+    pub config: Config,
+    /// The variables ignored (names only: their values may be secrets).
+    pub ignored_env: Vec<String>,
+}
+
+impl Loaded {
+    /// The warning to log at start if variables were ignored: one line
+    /// that lists them.
+    pub fn ignored_env_warning(&self) -> Option<String> {
+        (!self.ignored_env.is_empty()).then(|| {
+            format!(
+                "ignoring {} environment variable(s) that name no configuration section \
+                 or are Kubernetes service links: {}",
+                self.ignored_env.len(),
+                self.ignored_env.join(", ")
+            )
+        })
+    }
+}
+
 /// Every rule a configuration breaks, one line each, starting with the
 /// dotted path of the key: `session.outbound_queue: must be > 0, got 0`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -512,7 +547,7 @@ impl Config {
     pub fn load(
         path: &Path,
         env: impl IntoIterator<Item = (String, String)>,
-    ) -> Result<Config, ConfigError> {
+    ) -> Result<Loaded, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
             path: path.to_owned(),
             source,
@@ -523,43 +558,64 @@ impl Config {
             }
             other => other,
         })?;
-        config.apply_env(env)?.validated()
+        config.overlay_env(env)?.validated()
     }
 
     /// Built-in defaults plus the environment overlay, validated: for
     /// running without a config file.
     pub fn load_without_file(
         env: impl IntoIterator<Item = (String, String)>,
-    ) -> Result<Config, ConfigError> {
-        Config::default().apply_env(env)?.validated()
+    ) -> Result<Loaded, ConfigError> {
+        Config::default().overlay_env(env)?.validated()
     }
 
     /// Overrides keys from `PUSHGATE_<SECTION>_<KEY>` pairs, for example
     /// `PUSHGATE_SESSION_IDLE_TIMEOUT_SECS=30`. Values are typed by the key:
     /// integers, `true`/`false`, strings, and comma-separated lists for
     /// arrays. Names without the prefix are ignored, as are the binary's own
-    /// `PUSHGATE_CONFIG` and `PUSHGATE_LOG`; any other `PUSHGATE_` name that
-    /// matches no key is an error, like a typo in the file.
-    pub fn apply_env(
+    /// `PUSHGATE_CONFIG` and `PUSHGATE_LOG`. Of the other `PUSHGATE_`
+    /// names, those in the shapes Kubernetes injects for a Service named
+    /// `pushgate…` and those whose first word is no section are ignored and
+    /// returned; one that names a section but no key of it
+    /// (`PUSHGATE_SERVER_LISTN`) is an error, like a typo in the file.
+    pub fn overlay_env(
         self,
         env: impl IntoIterator<Item = (String, String)>,
-    ) -> Result<Config, ConfigError> {
+    ) -> Result<Loaded, ConfigError> {
         let mut vars: Vec<(String, String)> = env
             .into_iter()
             .filter(|(var, _)| var.starts_with(ENV_PREFIX) && !RESERVED_ENV.contains(&var.as_str()))
             .collect();
         if vars.is_empty() {
-            return Ok(self);
+            return Ok(Loaded {
+                config: self,
+                ignored_env: Vec::new(),
+            });
         }
         vars.sort();
         let schema = to_table(&Config::default())?;
         let mut table = to_table(&self)?;
-        for (var, raw) in &vars {
-            env::apply(&schema, &mut table, var, raw)?;
+        let mut ignored_env = Vec::new();
+        for (var, raw) in vars {
+            if env::apply(&schema, &mut table, &var, &raw)? == env::Applied::Ignored {
+                ignored_env.push(var);
+            }
         }
-        table
+        let config = table
             .try_into()
-            .map_err(|err: toml::de::Error| ConfigError::Parse(err.to_string()))
+            .map_err(|err: toml::de::Error| ConfigError::Parse(err.to_string()))?;
+        Ok(Loaded {
+            config,
+            ignored_env,
+        })
+    }
+
+    /// [`Config::overlay_env`] without the list of ignored variables.
+    pub fn apply_env(
+        self,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Config, ConfigError> {
+        self.overlay_env(env).map(|loaded| loaded.config)
     }
 
     /// Checks every rule and returns every problem at once.
@@ -580,13 +636,15 @@ impl Config {
         }
     }
 
-    /// The effective configuration as TOML with `auth.secret` and
-    /// `auth.api_key` shown as `***` (for `pushgate check-config`). An unset
+    /// The effective configuration as TOML with `auth.secret`,
+    /// `auth.api_key` and the password in `broker.url` shown as `***` (for
+    /// `pushgate check-config`). An unset
     /// `metrics.listen`, and unset `server.tls_cert` and `server.tls_key`,
     /// show as comments.
     pub fn to_masked_toml(&self) -> String {
         let masked = Config {
             auth: self.auth.masked(),
+            broker: self.broker.masked(),
             ..self.clone()
         };
         let mut text =
@@ -607,10 +665,12 @@ impl Config {
         }
         text
     }
+}
 
-    /// `self` if it validates.
-    fn validated(self) -> Result<Config, ConfigError> {
-        self.validate().map_err(ConfigError::Invalid)?;
+impl Loaded {
+    /// `self` if its configuration validates.
+    fn validated(self) -> Result<Loaded, ConfigError> {
+        self.config.validate().map_err(ConfigError::Invalid)?;
         Ok(self)
     }
 }

@@ -144,8 +144,12 @@ fn env_overlay_rejects_unknown_names_and_bad_values() {
             "30",
             "names no configuration key",
         ),
-        ("PUSHGATE_NOPE_LISTEN", "x", "names no configuration key"),
-        ("PUSHGATE_LISTEN", "x", "names no configuration key"),
+        ("PUSHGATE_SERVER_LISTN", "x", "names no configuration key"),
+        (
+            "PUSHGATE_METRICS_LISTENER",
+            "x",
+            "names no configuration key",
+        ),
         ("PUSHGATE_SESSION_IDLE_TIMEOUT_SECS", "soon", "\"soon\""),
         ("PUSHGATE_SESSION_IDLE_TIMEOUT_SECS", "-1", "\"-1\""),
         ("PUSHGATE_AUTH_ANONYMOUS", "yes", "\"yes\""),
@@ -245,6 +249,32 @@ fn validate_checks_each_rule() {
         (|c| c.timer.slots = 1 << 21, "timer.slots"),
         (|c| c.history.size = 100_001, "history.size"),
         (|c| c.history.ttl_secs = 0, "history.ttl_secs"),
+        (|c| c.history.ttl_secs = u64::MAX, "history.ttl_secs"),
+        (
+            |c| c.server.drain_timeout_secs = u64::MAX,
+            "server.drain_timeout_secs",
+        ),
+        (
+            |c| c.server.header_timeout_secs = 315_360_001,
+            "server.header_timeout_secs",
+        ),
+        (
+            |c| c.session.idle_timeout_secs = u64::MAX,
+            "session.idle_timeout_secs",
+        ),
+        (
+            |c| c.session.session_ttl_secs = u64::MAX,
+            "session.session_ttl_secs",
+        ),
+        (|c| c.broker.timeout_ms = u64::MAX, "broker.timeout_ms"),
+        (
+            |c| c.broker.start_wait_secs = u64::MAX,
+            "broker.start_wait_secs",
+        ),
+        (
+            |c| c.broker.presence_ttl_secs = u64::MAX,
+            "broker.presence_ttl_secs",
+        ),
         (|c| c.auth.allowed_origins.clear(), "auth.allowed_origins"),
         (|c| c.limits.max_push_bytes = 63, "limits.max_push_bytes"),
         (
@@ -380,8 +410,9 @@ fn load_applies_env_and_refuses_invalid_configs() {
     let path = dir.join("config.toml");
     std::fs::write(&path, SHIPPED).expect("write config");
 
-    let config = Config::load(&path, env(&[("PUSHGATE_TIMER_TICK_MS", "50")])).expect("loads");
-    assert_eq!(config.timer.tick(), Duration::from_millis(50));
+    let loaded = Config::load(&path, env(&[("PUSHGATE_TIMER_TICK_MS", "50")])).expect("loads");
+    assert_eq!(loaded.config.timer.tick(), Duration::from_millis(50));
+    assert_eq!(loaded.ignored_env_warning(), None);
 
     let err = Config::load(&path, env(&[("PUSHGATE_TIMER_TICK_MS", "0")])).expect_err("invalid");
     assert!(matches!(err, ConfigError::Invalid(_)), "{err}");
@@ -407,7 +438,141 @@ fn load_without_file_needs_credentials_from_env() {
         ("PUSHGATE_AUTH_SECRET", &"s".repeat(16)),
         ("PUSHGATE_AUTH_API_KEY", &"k".repeat(16)),
     ]))
-    .expect("loads");
+    .expect("loads")
+    .config;
     assert_eq!(config.server.listen_addr().expect("addr").port(), 8080);
     assert_eq!(config.metrics.listen_addr().expect("unset"), None);
+}
+
+/// What a Service named `pushgate` and one named `pushgate-server` (port
+/// 8080, named `http`) inject into every pod of their namespace.
+const SERVICE_LINKS: &[(&str, &str)] = &[
+    ("PUSHGATE_SERVICE_HOST", "10.0.0.11"),
+    ("PUSHGATE_SERVICE_PORT", "8080"),
+    ("PUSHGATE_SERVICE_PORT_HTTP", "8080"),
+    ("PUSHGATE_PORT", "tcp://10.0.0.11:8080"),
+    ("PUSHGATE_PORT_8080_TCP", "tcp://10.0.0.11:8080"),
+    ("PUSHGATE_PORT_8080_TCP_PROTO", "tcp"),
+    ("PUSHGATE_PORT_8080_TCP_PORT", "8080"),
+    ("PUSHGATE_PORT_8080_TCP_ADDR", "10.0.0.11"),
+    ("PUSHGATE_SERVER_SERVICE_HOST", "10.0.0.12"),
+    ("PUSHGATE_SERVER_SERVICE_PORT", "8080"),
+    ("PUSHGATE_SERVER_SERVICE_PORT_HTTP", "8080"),
+    ("PUSHGATE_SERVER_PORT", "tcp://10.0.0.12:8080"),
+    ("PUSHGATE_SERVER_PORT_8080_TCP", "tcp://10.0.0.12:8080"),
+    ("PUSHGATE_SERVER_PORT_8080_TCP_PROTO", "tcp"),
+    ("PUSHGATE_SERVER_PORT_8080_TCP_PORT", "8080"),
+    ("PUSHGATE_SERVER_PORT_8080_TCP_ADDR", "10.0.0.12"),
+];
+
+#[test]
+fn env_overlay_ignores_kubernetes_service_links_and_lists_them() {
+    let mut vars = env(SERVICE_LINKS);
+    vars.extend(env(&[
+        ("PUSHGATE_SERVER_LISTEN", "127.0.0.1:9000"),
+        ("PUSHGATE_METRICS_SERVICE_PORT_METRICS", "9100"),
+        ("PUSHGATE_REDIS_PORT_6379_TCP_ADDR", "10.0.0.13"),
+    ]));
+    let loaded = Config::default()
+        .overlay_env(vars)
+        .expect("overlay applies");
+    assert_eq!(loaded.config.server.listen, "127.0.0.1:9000");
+    let mut want: Vec<String> = SERVICE_LINKS.iter().map(|(v, _)| (*v).to_owned()).collect();
+    want.push("PUSHGATE_METRICS_SERVICE_PORT_METRICS".to_owned());
+    want.push("PUSHGATE_REDIS_PORT_6379_TCP_ADDR".to_owned());
+    want.sort();
+    assert_eq!(loaded.ignored_env, want);
+    let warning = loaded.ignored_env_warning().expect("a warning");
+    assert_eq!(warning.lines().count(), 1, "{warning}");
+    for var in &want {
+        assert!(warning.contains(var.as_str()), "{warning}");
+    }
+    assert!(
+        !warning.contains("10.0.0.11"),
+        "values are not shown: {warning}"
+    );
+}
+
+#[test]
+fn env_overlay_decides_each_pushgate_variable_by_one_rule() {
+    // (variable, ignored?): Err(()) for a refusal.
+    let cases: &[(&str, Result<bool, ()>)] = &[
+        // A real key always wins.
+        ("PUSHGATE_SERVER_LISTEN", Ok(false)),
+        ("PUSHGATE_METRICS_LISTEN", Ok(false)),
+        // Kubernetes shapes, for any Service named pushgate...
+        ("PUSHGATE_SERVER_PORT", Ok(true)),
+        ("PUSHGATE_SESSION_SERVICE_HOST", Ok(true)),
+        ("PUSHGATE_PORT_SERVICE_PORT", Ok(true)),
+        ("PUSHGATE_AUTH_PORT_443_TCP_PROTO", Ok(true)),
+        ("PUSHGATE_PORT_53_UDP", Ok(true)),
+        ("PUSHGATE_PORT_9_SCTP_ADDR", Ok(true)),
+        // ... and no section: a script's own variable.
+        ("PUSHGATE_BIN", Ok(true)),
+        ("PUSHGATE_URL", Ok(true)),
+        ("PUSHGATE_NOPE_LISTEN", Ok(true)),
+        // A section with a key it does not have: a typo.
+        ("PUSHGATE_SERVER_LISTN", Err(())),
+        ("PUSHGATE_SERVER_PORT_HTTP", Err(())),
+        ("PUSHGATE_SERVER_PORT_8080", Err(())),
+        ("PUSHGATE_SERVER_PORT_8080_HTTP", Err(())),
+        ("PUSHGATE_SERVER_PORT_X_TCP", Err(())),
+        ("PUSHGATE_SERVER_SERVICE", Err(())),
+        ("PUSHGATE_SERVER_SERVICE_HOST_X", Err(())),
+        ("PUSHGATE_SESSION_IDLE_TIMOUT_SECS", Err(())),
+    ];
+    for (var, want) in cases {
+        let value = if var.ends_with("LISTEN") {
+            "127.0.0.1:1"
+        } else {
+            "x"
+        };
+        let got = Config::default()
+            .overlay_env(env(&[(var, value)]))
+            .map(|loaded| loaded.ignored_env == [*var])
+            .map_err(|err| assert!(err.to_string().contains(var), "{err}"));
+        assert_eq!(got, *want, "{var}");
+    }
+}
+
+#[test]
+fn the_password_in_the_broker_url_is_masked_wherever_it_is_shown() {
+    let cases = [
+        ("redis://127.0.0.1:6379", "redis://127.0.0.1:6379"),
+        ("redis://user@host", "redis://user@host"),
+        ("redis://:pw@host:6379/0", "redis://:***@host:6379/0"),
+        ("rediss://user:pw@host/1", "rediss://user:***@host/1"),
+        ("redis://user:p@ss:w/rd?@host", "redis://user:***@host"),
+        (
+            "redis://u:pw@host/?protocol=resp3",
+            "redis://u:***@host/?protocol=resp3",
+        ),
+        (
+            "redis+unix:///tmp/r.sock?db=1&pass=pw&user=u",
+            "redis+unix:///tmp/r.sock?db=1&pass=***&user=u",
+        ),
+        (
+            "unix:///tmp/r.sock?password=pw",
+            "unix:///tmp/r.sock?password=***",
+        ),
+        ("http://u:pw@host", "http://u:***@host"),
+        ("u:pw@host", "u:***@host"),
+        ("", ""),
+    ];
+    for (url, want) in cases {
+        assert_eq!(masked_url(url), want, "{url}");
+    }
+    let mut config = valid();
+    config.broker.url = "redis://user:hunter2@host:6379".to_owned();
+    let masked = config.to_masked_toml();
+    let debug = format!("{config:?}");
+    for shown in [&masked, &debug] {
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("redis://user:***@host:6379"), "{shown}");
+    }
+    config.broker.kind = BrokerKind::Redis;
+    config.broker.url = "http://user:hunter2@host".to_owned();
+    let errors = config.validate().expect_err("not a redis URL").to_string();
+    assert!(!errors.contains("hunter2"), "{errors}");
+    assert!(errors.contains("http://user:***@host"), "{errors}");
 }

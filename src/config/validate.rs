@@ -7,8 +7,20 @@ use super::{
 };
 use std::net::{Ipv6Addr, SocketAddr};
 
+/// The longest wait any key may set: ten years, in seconds. Longer means
+/// "never" in practice, and the cap keeps every deadline and millisecond
+/// count computed from the configuration far from overflowing.
+const MAX_DURATION_SECS: u64 = 10 * 365 * 86_400;
+
 pub(super) fn server(server: &ServerConfig, errors: &mut ConfigErrors) {
     socket_addr("server.listen", &server.listen, errors);
+    for (path, value) in [
+        ("server.drain_timeout_secs", server.drain_timeout_secs),
+        ("server.header_timeout_secs", server.header_timeout_secs),
+        ("server.body_timeout_secs", server.body_timeout_secs),
+    ] {
+        duration_secs(path, value, errors);
+    }
     positive(
         "server.header_timeout_secs",
         server.header_timeout_secs,
@@ -43,6 +55,14 @@ fn tls_pair(server: &ServerConfig, errors: &mut ConfigErrors) {
 }
 
 pub(super) fn session(session: &SessionConfig, errors: &mut ConfigErrors) {
+    for (path, value) in [
+        ("session.poll_timeout_secs", session.poll_timeout_secs),
+        ("session.session_ttl_secs", session.session_ttl_secs),
+        ("session.idle_timeout_secs", session.idle_timeout_secs),
+        ("session.ping_interval_secs", session.ping_interval_secs),
+    ] {
+        duration_secs(path, value, errors);
+    }
     positive(
         "session.poll_timeout_secs",
         session.poll_timeout_secs,
@@ -96,6 +116,7 @@ pub(super) fn timer(timer: &TimerConfig, errors: &mut ConfigErrors) {
 pub(super) fn history(history: &HistoryConfig, errors: &mut ConfigErrors) {
     in_range("history.size", history.size as u64, 0, 100_000, errors);
     positive("history.ttl_secs", history.ttl_secs, errors);
+    duration_secs("history.ttl_secs", history.ttl_secs, errors);
 }
 
 pub(super) fn auth(auth: &AuthConfig, errors: &mut ConfigErrors) {
@@ -150,7 +171,7 @@ pub(super) fn broker(broker: &BrokerConfig, errors: &mut ConfigErrors) {
             "broker.url",
             format_args!(
                 "must start with redis://, rediss://, redis+unix:// or unix://, got {:?}",
-                broker.url
+                super::masked_url(&broker.url)
             ),
         );
     }
@@ -164,6 +185,17 @@ pub(super) fn broker(broker: &BrokerConfig, errors: &mut ConfigErrors) {
         "broker.timeout_ms",
         format_args!("must be > 0, got {}", broker.timeout_ms),
     );
+    errors.check(
+        broker.timeout_ms <= MAX_DURATION_SECS * 1000,
+        "broker.timeout_ms",
+        format_args!(
+            "must be at most {} ms (ten years), got {}",
+            MAX_DURATION_SECS * 1000,
+            broker.timeout_ms
+        ),
+    );
+    duration_secs("broker.start_wait_secs", broker.start_wait_secs, errors);
+    duration_secs("broker.presence_ttl_secs", broker.presence_ttl_secs, errors);
     errors.check(
         broker.presence_ttl_secs >= 3,
         "broker.presence_ttl_secs",
@@ -208,6 +240,15 @@ fn less_than(
         value < bound || value == 0 || bound == 0,
         path,
         format_args!("must be less than {bound_path} ({bound}), got {value}"),
+    );
+}
+
+/// A duration key in seconds is at most [`MAX_DURATION_SECS`].
+fn duration_secs(path: &str, value: u64, errors: &mut ConfigErrors) {
+    errors.check(
+        value <= MAX_DURATION_SECS,
+        path,
+        format_args!("must be at most {MAX_DURATION_SECS} seconds (ten years), got {value}"),
     );
 }
 

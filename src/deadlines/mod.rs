@@ -22,6 +22,7 @@ use self::decide::Timing;
 pub(crate) use self::fire::Expiry;
 use self::payload::Payload;
 use crate::bus::Bus;
+use crate::clamp;
 use crate::config::SessionConfig;
 use crate::metrics::Counters;
 use crate::protocol::Transport;
@@ -59,7 +60,7 @@ impl Deadlines {
         counters: Counters,
         session: &SessionConfig,
     ) -> Self {
-        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let ms = clamp::millis;
         Self {
             timer,
             registry,

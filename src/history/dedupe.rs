@@ -32,7 +32,8 @@ impl<V: Clone> Dedupe<V> {
 
     /// Records `id` as pushed at `now_ms`.
     pub fn insert(&mut self, id: String, now_ms: u64, value: V) {
-        self.order.push_back((now_ms + self.window_ms, id.clone()));
+        self.order
+            .push_back((now_ms.saturating_add(self.window_ms), id.clone()));
         self.seen.insert(id, value);
     }
 

@@ -18,7 +18,7 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio::time::{Duration, Instant, timeout_at};
+use tokio::time::{Duration, timeout_at};
 use tokio_rustls::TlsAcceptor;
 use tracing::debug;
 
@@ -123,7 +123,7 @@ async fn serve_tls(
     peer: SocketAddr,
     phase: Phase,
 ) {
-    let deadline = Instant::now() + gw.config.server.header_timeout();
+    let deadline = crate::clamp::from_now(gw.config.server.header_timeout());
     let mut first = [0u8; 1];
     match timeout_at(deadline, stream.get_ref().peek(&mut first)).await {
         Ok(Ok(1)) if first[0] == TLS_HANDSHAKE_BYTE => {}

@@ -23,7 +23,6 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
-use tokio::time::Instant;
 
 use super::http1::{self, Phase};
 use super::router::Route;
@@ -110,7 +109,7 @@ async fn next_head(
     buf: &mut BytesMut,
     stop: &watch::Receiver<bool>,
 ) -> Next {
-    let deadline = Instant::now() + gw.config.server.header_timeout();
+    let deadline = crate::clamp::from_now(gw.config.server.header_timeout());
     let mut stop = stop.clone();
     loop {
         if !buf.is_empty() {

@@ -17,7 +17,7 @@ use tokio::net::TcpStream;
 
 use super::cors;
 use super::open::{self, Client, ClientError, Joined};
-use crate::gateway::Gateway;
+use crate::gateway::{self, Gateway};
 use crate::http::head::Head;
 use crate::http::wire;
 use crate::http::{Body, full};
@@ -86,8 +86,9 @@ async fn answer(gw: &Arc<Gateway>, client: Client) -> Result<Vec<Frame>, ClientE
     }
 }
 
-/// A parked poll. Dropping it (the client went away, or the answer is
-/// ready) detaches the poll and moves the session entry to its expiry.
+/// A parked poll. Dropping it (the client went away, the answer is ready,
+/// or its task panicked) detaches the poll and moves the session entry to
+/// its expiry.
 struct Parked<'a> {
     gw: &'a Gateway,
     conn: Arc<Conn>,
@@ -97,6 +98,8 @@ struct Parked<'a> {
 impl<'a> Parked<'a> {
     /// Takes a poll [`open::join`] parked.
     fn new(gw: &'a Gateway, attached: Attached) -> Self {
+        // Parked by `join` with nothing that can fail or wait in between:
+        // from here on, dropping it detaches.
         Self {
             gw,
             conn: attached.conn,
@@ -108,6 +111,7 @@ impl<'a> Parked<'a> {
     /// returns the frames to answer with.
     async fn wait(self) -> Vec<Frame> {
         let conn = &self.conn;
+        gateway::fault_point(conn);
         let mut batch = VecDeque::new();
         loop {
             tokio::select! {

@@ -6,3 +6,6 @@ pub mod longpoll;
 pub mod open;
 pub mod sse;
 pub mod websocket;
+
+#[cfg(test)]
+mod fault_tests;

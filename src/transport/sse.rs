@@ -27,7 +27,7 @@ use tracing::debug;
 
 use super::cors;
 use super::open;
-use crate::gateway::Gateway;
+use crate::gateway::{self, Gateway, Held};
 use crate::http::Body;
 use crate::http::head::Head;
 use crate::http::wire::{self, Length};
@@ -43,7 +43,7 @@ pub const SSE_RETRY_MS: u32 = 1000;
 pub async fn stream<B>(gw: &Arc<Gateway>, req: Request<B>) -> Response<Body> {
     let origin = cors::origin_of(req.headers()).map(str::to_owned);
     let mut resp = match open(gw, &req).await {
-        Ok(conn) => events(Arc::clone(gw), conn),
+        Ok(held) => events(held),
         Err(err) => err.into_response(),
     };
     cors::decorate(&gw.origins, origin.as_deref(), resp.headers_mut());
@@ -65,7 +65,7 @@ pub async fn serve_raw(
     let opened = open(gw, &head.request).await;
     drop(head);
     let mut resp = match opened {
-        Ok(conn) => {
+        Ok(held) => {
             // The head is built now, so the stream holds none of its parts.
             let mut resp = Response::new(());
             stream_headers(resp.headers_mut());
@@ -75,10 +75,12 @@ pub async fn serve_raw(
             let mut first = wire::response_head(&parts, Length::Chunked, keep_alive);
             drop(parts);
             wire::put_chunk(&mut first, &retry_field());
-            let ended = write_events(gw, tcp, &conn, first, pipelined).await;
-            conn.outbound.clear_direct();
-            gw.release(&conn);
-            debug!(conn_id = conn.id, transport = "sse", "connection closed");
+            let ended = write_events(gw, tcp, held.conn(), first, pipelined).await;
+            let conn_id = held.conn().id;
+            // Releases the connection and forgets its direct socket (as a
+            // panic unwinding through here would).
+            drop(held);
+            debug!(conn_id, transport = "sse", "connection closed");
             return ended && keep_alive;
         }
         Err(err) => err.into_response(),
@@ -117,6 +119,7 @@ async fn write_events(
         // sends nothing once its request is in; the connection's timer
         // counts a ping the fan-out wrote directly the same way).
         conn.touch(gw.now_ms());
+        gateway::fault_point(conn);
         if let Some(socket) = direct.take() {
             conn.outbound.set_direct(socket);
         }
@@ -193,35 +196,34 @@ impl DirectWrite for SseSocket {
     }
 }
 
-async fn open<B>(gw: &Arc<Gateway>, req: &Request<B>) -> Result<Arc<Conn>, open::ClientError> {
+async fn open<B>(gw: &Arc<Gateway>, req: &Request<B>) -> Result<Held, open::ClientError> {
     let client = open::admit(gw, req, Transport::Sse)?;
-    Ok(open::join_live(gw, client, Transport::Sse).await?.conn)
+    let attached = open::join_live(gw, client, Transport::Sse).await?;
+    Ok(Held::new(Arc::clone(gw), attached.conn))
 }
 
-/// The stream's state: the connection, released when the body is dropped.
+/// The stream's state: the connection, released when the body is dropped
+/// (with `held`).
 struct Events {
-    gw: Arc<Gateway>,
-    conn: Arc<Conn>,
+    held: Held,
     batch: VecDeque<Outgoing>,
     ended: bool,
 }
 
 impl Drop for Events {
     fn drop(&mut self) {
-        self.gw.release(&self.conn);
         debug!(
-            conn_id = self.conn.id,
+            conn_id = self.held.conn().id,
             transport = "sse",
             "connection closed"
         );
     }
 }
 
-fn events(gw: Arc<Gateway>, conn: Arc<Conn>) -> Response<Body> {
+fn events(held: Held) -> Response<Body> {
     let first = retry_field();
     let state = Events {
-        gw,
-        conn,
+        held,
         batch: VecDeque::new(),
         ended: false,
     };
@@ -288,14 +290,16 @@ async fn next_chunk(mut state: Events) -> Option<(Result<BodyFrame<Bytes>, Infal
     // connection: that is the client's sign of life. Without it the
     // connection's entry would see an SSE client idle forever after
     // `idle_timeout` and re-arm (and ping) on every tick.
-    state.conn.touch(state.gw.now_ms());
+    let conn = state.held.conn();
+    conn.touch(state.held.gateway().now_ms());
+    gateway::fault_point(conn);
     loop {
         tokio::select! {
             biased;
-            () = state.conn.killed() => return None,
-            () = state.conn.outbound.ready() => {}
+            () = conn.killed() => return None,
+            () = conn.outbound.ready() => {}
         }
-        state.conn.outbound.take(&mut state.batch);
+        conn.outbound.take(&mut state.batch);
         let mut chunk = BytesMut::new();
         state.ended = encode_events(&mut state.batch, &mut chunk);
         state.batch.clear();

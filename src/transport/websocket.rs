@@ -29,7 +29,7 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use tracing::{debug, trace, warn};
 
 use super::open;
-use crate::gateway::Gateway;
+use crate::gateway::{self, Gateway, Held};
 use crate::http::Body;
 use crate::http::error::ApiError;
 use crate::http::wire;
@@ -109,6 +109,10 @@ pub async fn upgrade(gw: &Arc<Gateway>, mut req: Request<Incoming>) -> Response<
         Ok(attached) => attached.conn,
         Err(err) => return err.into_response(),
     };
+    // From here on, however this ends (the upgrade failing, the task
+    // panicking), dropping `held` releases the connection.
+    let held = Held::new(Arc::clone(gw), conn);
+    let conn = Arc::clone(held.conn());
     let on_upgrade = hyper::upgrade::on(&mut req);
     let gw = Arc::clone(gw);
     tokio::spawn(async move {
@@ -137,7 +141,7 @@ pub async fn upgrade(gw: &Arc<Gateway>, mut req: Request<Incoming>) -> Response<
             },
             Err(err) => debug!(conn_id = conn.id, error = %err, "upgrade failed"),
         }
-        let _ = gw.release(&conn);
+        drop(held);
         debug!(user_id = %conn.user, conn_id = conn.id, transport = "ws", "connection closed");
     });
     let mut resp = Response::new(crate::http::empty());
@@ -240,6 +244,7 @@ enum Stop {
 /// hyper's whole read buffer (kilobytes), so it is dropped as soon as it
 /// is parsed, not kept for the connection's life.
 async fn serve(gw: &Gateway, conn: &Conn, mut socket: Socket, prefetched: Bytes) {
+    gateway::fault_point(conn);
     let mut inbound = Inbound::new(gw.websocket_config());
     let mut batch = VecDeque::new();
     let mut stop = on_bytes(gw, conn, &mut inbound, &prefetched).err();

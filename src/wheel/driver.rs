@@ -25,11 +25,6 @@ use crate::metrics::names;
 /// 512 keeps a hold under about 70 µs even then (`cargo bench --bench wheel`).
 pub const DEFAULT_BUDGET: usize = 512;
 
-/// The furthest a deadline is placed from the clock's origin: about 30
-/// years, as tokio's own timer caps it; an `Instant` that far ahead is
-/// representable on every platform.
-pub const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
-
 /// Names one timer entry: its shard and its entry in that shard's wheel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TimerKey {
@@ -103,17 +98,20 @@ impl Clock {
         now.saturating_duration_since(self.origin).as_millis() as u64
     }
 
-    /// The instant `ms` milliseconds after the origin, or [`FAR_FUTURE`]
-    /// after it if that instant cannot be represented (deadlines computed
+    /// The instant `ms` milliseconds after the origin, at most
+    /// [`FAR_FUTURE`](crate::clamp::FAR_FUTURE) after it (deadlines computed
     /// from outside input saturate instead of overflowing).
     pub fn instant_at_millis(&self, ms: u64) -> Instant {
-        self.origin + Duration::from_millis(ms).min(FAR_FUTURE)
+        crate::clamp::after(self.origin, Duration::from_millis(ms))
     }
 
     /// The instant a tick begins.
     pub fn instant_of(&self, tick: u64) -> Instant {
         let nanos = self.tick.as_nanos().saturating_mul(u128::from(tick));
-        self.origin + Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+        crate::clamp::after(
+            self.origin,
+            Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX)),
+        )
     }
 }
 
@@ -310,6 +308,9 @@ mod tests {
         );
         assert_eq!(clock.millis_at(clock.instant_at_millis(1_500)), 1_500);
         // Far beyond what an Instant holds: capped, no panic.
-        assert_eq!(clock.instant_at_millis(u64::MAX), origin + FAR_FUTURE);
+        assert_eq!(
+            clock.instant_at_millis(u64::MAX),
+            origin + crate::clamp::FAR_FUTURE
+        );
     }
 }

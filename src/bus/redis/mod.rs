@@ -141,7 +141,7 @@ impl RedisBus {
             .set_response_timeout(Some(config.timeout()))
             .set_number_of_retries(1)
             .set_max_delay(MAX_BACKOFF);
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(config.start_wait_secs);
+        let deadline = crate::clamp::from_now(Duration::from_secs(config.start_wait_secs));
         let mut conn = loop {
             match client
                 .get_connection_manager_with_config(manager.clone())
@@ -170,7 +170,7 @@ impl RedisBus {
             counters,
             history_size,
             ttl_ms,
-            presence_ttl_ms: config.presence_ttl().as_millis() as u64,
+            presence_ttl_ms: crate::clamp::millis(config.presence_ttl()),
             position: Arc::new(Mutex::new(Cursor::new(epoch, seq.unwrap_or(0)))),
             fanout,
             ready: AtomicBool::new(false),
@@ -424,7 +424,15 @@ impl Shared {
         let Some(cursor) = open.cursor else {
             return Ok(Opened::Attached(attached));
         };
-        let (complete, position, history) = match self.read(&user, cursor).await {
+        // The history read awaits Redis: a client that leaves meanwhile
+        // drops this future, and the connection must not stay attached.
+        let unopened = Unopened {
+            shared: self,
+            conn: &attached.conn,
+        };
+        let read = self.read(&user, cursor).await;
+        std::mem::forget(unopened);
+        let (complete, position, history) = match read {
             Ok(read) => read,
             Err(err) => {
                 warn!(error = %err, "redis: history read failed; resuming incomplete");
@@ -457,6 +465,18 @@ impl Shared {
             let _ = self.presence.send((conn.user.clone(), -1));
         }
         *self.position.lock()
+    }
+}
+
+/// Releases a connection attached by an `open` that did not finish.
+struct Unopened<'a> {
+    shared: &'a Shared,
+    conn: &'a Conn,
+}
+
+impl Drop for Unopened<'_> {
+    fn drop(&mut self) {
+        self.shared.release(self.conn);
     }
 }
 

@@ -62,7 +62,7 @@ pub(super) async fn run(
 ) {
     let node = format!("{:016x}", rand::random::<u64>());
     let hash = format!("{}:presence:{node}", shared.keys.prefix);
-    let ttl_ms = ttl.as_millis() as u64;
+    let ttl_ms = crate::clamp::millis(ttl);
     let heartbeat = Script::new(HEARTBEAT);
     let change = Script::new(CHANGE);
     let mut beat = tokio::time::interval(ttl / 3);

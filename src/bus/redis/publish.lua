@@ -20,7 +20,8 @@ if not epoch then
   epoch = ARGV[1]
   redis.call('SET', KEYS[2], epoch)
 end
-local seq = redis.call('INCR', KEYS[1])
+-- Formatted with '%d': tostring() would print 1e14 and up as '1e+14'.
+local seq = string.format('%d', redis.call('INCR', KEYS[1]))
 local cursor = epoch .. '-' .. seq
 local frame = ARGV[2] .. cursor .. ARGV[3]
 
@@ -57,7 +58,7 @@ if size > 0 then
       drop(stream, redis.call('XRANGE', stream, '-', '+', 'COUNT', len - size))
     end
     if aged > 0 then
-      drop(stream, redis.call('XRANGE', stream, '-', aged .. '-0'))
+      drop(stream, redis.call('XRANGE', stream, '-', string.format('%d', aged) .. '-0'))
     end
     if k >= first_user then redis.call('PEXPIRE', stream, ttl) end
   end

@@ -5,13 +5,19 @@
 -- ARGV[1] the cursor's epoch   ARGV[2] the cursor's sequence number
 -- Returns {complete (0/1), epoch, current sequence, broadcast entries, user entries};
 -- entries are {id, {'f', frame}}.
+--
+-- Lua numbers are doubles, and tostring() prints 1e14 and up as '1e+14',
+-- which XRANGE refuses: ids are formatted with '%d', and a cursor past the
+-- sequence asks for what the sequence holds (nothing after it), as on the
+-- memory broker. Sequence numbers stay below 2^53, where doubles are exact.
 
 local epoch = redis.call('GET', KEYS[1]) or ''
 local current = tonumber(redis.call('GET', KEYS[2]) or '0')
 if epoch ~= ARGV[1] then
   return {0, epoch, current, {}, {}}
 end
-local after = tonumber(ARGV[2])
+local after = tonumber(ARGV[2]) or 0
+if after > current then after = current end
 local aged = tonumber(redis.call('GET', KEYS[3]) or '0')
 
 -- A stream covers the cursor if nothing after it was dropped. A stream that
@@ -30,7 +36,7 @@ end
 
 local complete = 0
 if covers(KEYS[4]) and covers(KEYS[5]) then complete = 1 end
-local from = '(' .. after .. '-0'
+local from = '(' .. string.format('%d', after) .. '-0'
 return {
   complete, epoch, current,
   redis.call('XRANGE', KEYS[4], from, '+'),
