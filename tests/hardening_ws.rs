@@ -11,48 +11,15 @@ use std::time::Duration;
 
 use hardening_support::{Probe, WAIT, hardened_config};
 use serde_json::json;
-use support::ws::{eventually, opcode};
+use support::ws::{client_close, eventually, frame, opcode};
 use tokio::io::AsyncWriteExt;
 
 /// `max_client_frame_bytes` in the hardening config.
 const MAX_FRAME: usize = 4096;
 
-/// A client frame with every header bit chosen: `fin`, `rsv` (the three
-/// reserved bits, as `0b0xxx_0000`), the opcode, masked or not.
-fn frame(fin: bool, rsv: u8, op: u8, masked: bool, payload: &[u8]) -> Vec<u8> {
-    let mask = [0x5a, 0x0f, 0xc3, 0x81];
-    let mut out = vec![u8::from(fin) << 7 | rsv | op];
-    let mask_bit = if masked { 0x80 } else { 0 };
-    match payload.len() {
-        n if n < 126 => out.push(mask_bit | n as u8),
-        n if n <= 0xffff => {
-            out.push(mask_bit | 126);
-            out.extend_from_slice(&(n as u16).to_be_bytes());
-        }
-        n => {
-            out.push(mask_bit | 127);
-            out.extend_from_slice(&(n as u64).to_be_bytes());
-        }
-    }
-    if masked {
-        out.extend_from_slice(&mask);
-        out.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
-    } else {
-        out.extend_from_slice(payload);
-    }
-    out
-}
-
 /// A well-formed masked frame with FIN set.
 fn whole(op: u8, payload: &[u8]) -> Vec<u8> {
     frame(true, 0, op, true, payload)
-}
-
-/// A close frame with this code (and reason) as its payload.
-fn close_with(code: u16, reason: &[u8]) -> Vec<u8> {
-    let mut payload = code.to_be_bytes().to_vec();
-    payload.extend_from_slice(reason);
-    whole(opcode::CLOSE, &payload)
 }
 
 /// A frame header claiming `len` payload bytes (64-bit form), then a few.
@@ -101,7 +68,7 @@ fn cases() -> Vec<(&'static str, Vec<u8>, WsExpect)> {
     split_utf8.extend(frame(true, 0, opcode::CONTINUATION, true, &[0xa9]));
     let mut text_inside_fragment = frame(false, 0, opcode::TEXT, true, b"start");
     text_inside_fragment.extend(whole(opcode::TEXT, b"another"));
-    let mut after_close = close_with(1000, b"bye");
+    let mut after_close = client_close(1000, b"bye");
     after_close.extend(whole(opcode::TEXT, br#"{"type":"ping"}"#));
     vec![
         (
@@ -161,30 +128,30 @@ fn cases() -> Vec<(&'static str, Vec<u8>, WsExpect)> {
         ),
         (
             "close code 999 on the wire",
-            close_with(999, b""),
+            client_close(999, b""),
             Close(&[1002]),
         ),
         (
             "close code 1005 on the wire",
-            close_with(1005, b""),
+            client_close(1005, b""),
             Close(&[1002]),
         ),
         (
             "close code 1006 on the wire",
-            close_with(1006, b""),
+            client_close(1006, b""),
             Close(&[1002]),
         ),
         (
             "close code 1015 on the wire",
-            close_with(1015, b""),
+            client_close(1015, b""),
             Close(&[1002]),
         ),
         (
             "close code 2999 (reserved)",
-            close_with(2999, b""),
+            client_close(2999, b""),
             Close(&[1002]),
         ),
-        ("close code 5000", close_with(5000, b""), Close(&[1002])),
+        ("close code 5000", client_close(5000, b""), Close(&[1002])),
         (
             "close payload of one byte",
             whole(opcode::CLOSE, &[3]),
@@ -192,12 +159,12 @@ fn cases() -> Vec<(&'static str, Vec<u8>, WsExpect)> {
         ),
         (
             "close reason not UTF-8",
-            close_with(1000, &[0xff, 0xfe]),
+            client_close(1000, &[0xff, 0xfe]),
             Close(&[1007]),
         ),
         (
             "close code 3000 (registered)",
-            close_with(3000, b"done"),
+            client_close(3000, b"done"),
             Close(&[3000]),
         ),
         ("text after a close", after_close, Close(&[1000])),

@@ -76,6 +76,14 @@ pub trait DirectWrite: Send + Sync + std::fmt::Debug {
 
     /// The same for a keep-alive ping.
     fn try_ping(&self) -> io::Result<Option<Bytes>>;
+
+    /// The same for bytes already framed for this socket (a WebSocket
+    /// pong). By default they are not written directly (`WouldBlock`):
+    /// they wait in the queue for the task.
+    fn try_raw(&self, bytes: &Bytes) -> io::Result<Option<Bytes>> {
+        let _ = bytes;
+        Err(io::ErrorKind::WouldBlock.into())
+    }
 }
 
 #[derive(Debug, Default)]
@@ -199,12 +207,18 @@ impl Outbound {
     }
 
     /// Queues bytes already framed for the socket (a protocol reply), after
-    /// what is queued. Dropped when the connection is closing.
+    /// what is queued, or writes them directly as [`Outbound::push_frame`]
+    /// does a frame. Dropped when the connection is closing.
     pub fn push_raw(&self, bytes: Bytes) {
         let mut state = self.state.lock();
         if state.closing_since.is_some() {
             return;
         }
+        let bytes = match state.try_direct(|socket| socket.try_raw(&bytes)) {
+            Some(Direct::Written) => return,
+            Some(Direct::Rest(rest)) => rest,
+            None => bytes,
+        };
         state.items.push_back(Outgoing::Raw(bytes));
         drop(state);
         self.ready.notify_one();
@@ -383,6 +397,10 @@ mod tests {
         fn try_ping(&self) -> io::Result<Option<Bytes>> {
             self.write(&Bytes::from_static(ws_codec::PING))
         }
+
+        fn try_raw(&self, bytes: &Bytes) -> io::Result<Option<Bytes>> {
+            self.write(bytes)
+        }
     }
 
     /// What the task would write for `items`, as a WebSocket.
@@ -441,6 +459,31 @@ mod tests {
             .flat_map(|bytes| bytes.iter().copied())
             .collect();
         assert_eq!(whole, want, "the byte stream is the pushes in order");
+    }
+
+    #[test]
+    fn a_protocol_reply_goes_out_in_order_with_the_frames() {
+        // A pong owed before an answer: written directly while the socket
+        // is idle, so the answer written next comes after it, not before.
+        let q = Outbound::new(4);
+        let socket = FakeSocket::with_room(1 << 20);
+        q.set_direct(socket.clone());
+        let pong = Bytes::from_static(&[0x8a, 0x00]);
+        q.push_raw(pong.clone());
+        assert_eq!(q.push_frame(&frame("answer")), Pushed::Written);
+        assert!(q.is_empty(), "nothing queued");
+        assert_eq!(
+            *socket.wire.lock(),
+            [&pong[..], frame("answer").ws()].concat()
+        );
+        // Behind a queued frame, the reply waits its turn.
+        *socket.room.lock() = 0;
+        assert_eq!(q.push_frame(&frame("queued")), Pushed::Queued);
+        *socket.room.lock() = 1 << 20;
+        q.push_raw(pong.clone());
+        let mut batch = VecDeque::new();
+        q.take(&mut batch);
+        assert_eq!(wire_of(batch), [frame("queued").ws(), &pong[..]].concat());
     }
 
     #[test]

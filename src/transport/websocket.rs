@@ -170,6 +170,10 @@ impl DirectWrite for WsSocket {
     fn try_ping(&self) -> io::Result<Option<Bytes>> {
         wire::try_send(&self.0, &PING)
     }
+
+    fn try_raw(&self, bytes: &Bytes) -> io::Result<Option<Bytes>> {
+        wire::try_send(&self.0, bytes)
+    }
 }
 
 /// Bytes read from the client per read call: client frames are small
@@ -316,6 +320,14 @@ fn on_bytes(gw: &Gateway, conn: &Conn, inbound: &mut Inbound, bytes: &[u8]) -> R
     let result = loop {
         match inbound.next_message(&mut input) {
             Ok(Some(message)) => {
+                // A pong owed for a ping read before this message goes out
+                // before its answer (RFC 6455 section 5.5.3: as soon as
+                // practical). A close's reply carries them itself.
+                if !message.is_close()
+                    && let Some(replies) = inbound.take_replies()
+                {
+                    conn.outbound.push_raw(replies);
+                }
                 if let Err(stop) = on_message(gw, conn, message) {
                     break Err(stop);
                 }

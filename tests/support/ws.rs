@@ -209,21 +209,40 @@ impl RawFrame {
 
 /// A masked client frame (`fin` set).
 pub fn client_frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
+    frame(true, 0, opcode, true, payload)
+}
+
+/// A masked close frame whose payload is `code` and `reason`.
+pub fn client_close(code: u16, reason: &[u8]) -> Vec<u8> {
+    let mut payload = code.to_be_bytes().to_vec();
+    payload.extend_from_slice(reason);
+    client_frame(opcode::CLOSE, &payload)
+}
+
+/// A client frame with every header bit chosen: `fin`, `rsv` (the three
+/// reserved bits, as `0b0xxx_0000`), the opcode, masked or not; the
+/// shortest length encoding.
+pub fn frame(fin: bool, rsv: u8, opcode: u8, masked: bool, payload: &[u8]) -> Vec<u8> {
     let mask = [0x37, 0xfa, 0x21, 0x3d];
-    let mut out = vec![0x80 | opcode];
+    let mut out = vec![u8::from(fin) << 7 | rsv | opcode];
+    let mask_bit = if masked { 0x80 } else { 0 };
     match payload.len() {
-        n if n < 126 => out.push(0x80 | n as u8),
+        n if n < 126 => out.push(mask_bit | n as u8),
         n if n <= 0xffff => {
-            out.push(0x80 | 126);
+            out.push(mask_bit | 126);
             out.extend_from_slice(&(n as u16).to_be_bytes());
         }
         n => {
-            out.push(0x80 | 127);
+            out.push(mask_bit | 127);
             out.extend_from_slice(&(n as u64).to_be_bytes());
         }
     }
-    out.extend_from_slice(&mask);
-    out.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+    if masked {
+        out.extend_from_slice(&mask);
+        out.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+    } else {
+        out.extend_from_slice(payload);
+    }
     out
 }
 
@@ -236,6 +255,15 @@ impl RawWs {
     /// Writes one masked frame.
     pub async fn send(&mut self, opcode: u8, payload: &[u8]) {
         self.send_raw(&client_frame(opcode, payload)).await;
+    }
+
+    /// The next frame within `limit` (`Err` if none came in time): `None`
+    /// once the server closed the TCP connection (or reset it).
+    pub async fn try_next_frame(
+        &mut self,
+        limit: Duration,
+    ) -> Result<Option<RawFrame>, tokio::time::error::Elapsed> {
+        tokio::time::timeout(limit, self.read_frame()).await
     }
 
     /// The next frame within `limit`; `None` once the server closed the
