@@ -14,7 +14,7 @@ pub mod auth;
 pub mod bus;
 pub mod clamp;
 pub mod config;
-pub(crate) mod deadlines;
+pub mod deadlines;
 pub mod gateway;
 pub mod history;
 pub mod http;

@@ -1007,7 +1007,7 @@ async fn close_handshakes_complete_within_two_seconds() {
     // grace.
     assert_eq!(server_close(&mut silent).await, Some(4001));
     let began = Instant::now();
-    let bound = pushgate::session::expiry::CLOSE_GRACE + CLOSE_BOUND;
+    let bound = pushgate::deadlines::CLOSE_GRACE + CLOSE_BOUND;
     let end = silent.try_next_frame(bound).await;
     assert!(matches!(end, Ok(None)), "{end:?} within {bound:?}");
     println!("an unanswered close ended after {:?}", began.elapsed());

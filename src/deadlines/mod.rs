@@ -29,6 +29,10 @@ use crate::protocol::Transport;
 use crate::registry::{Conn, Registry, User};
 use crate::wheel::{Timer, TimerKey};
 
+/// How long a connection may take to finish closing once its end was
+/// queued before its task is killed outright.
+pub const CLOSE_GRACE: Duration = Duration::from_millis(decide::CLOSE_GRACE_MS);
+
 /// How often expired history and idempotency keys are dropped.
 pub(crate) const HISTORY_SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
