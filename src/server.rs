@@ -1,7 +1,8 @@
-//! The server: accept loop, hyper http1 with upgrades, graceful drain.
-//!
-//! Each accepted connection goes through [`admission`] (per-address limits,
-//! TLS when configured) before hyper sees it.
+//! The server: accept loop, graceful drain, and what every connection
+//! goes through: [`admission`] (per-address limits, TLS when configured),
+//! then on plain TCP the [`front`] door (polls and event streams served on
+//! the raw socket), or hyper (`http1`) for everything else; both route
+//! through the one table in `router`.
 
 pub mod admission;
 pub mod front;

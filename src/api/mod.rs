@@ -1,4 +1,7 @@
-//! The HTTP API: routing, request parsing, errors, static files.
+//! The backend's and operators' endpoints: `POST /push` (its handler and
+//! pure parser), presence, health, readiness and metrics, demo mode, and
+//! the static files. The server's router dispatches here; errors map to
+//! HTTP in `http::error`.
 
 pub mod demo;
 pub mod operators;
