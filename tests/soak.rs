@@ -335,7 +335,9 @@ async fn soak(plan: Plan) {
     })
     .await;
     sampling.store(false, Ordering::Relaxed);
-    let _ = sampler.await;
+    sampler
+        .await
+        .expect("the memory sampler ended without a panic");
     sleep(Duration::from_millis(500)).await;
     let rss_after = rss_kib();
     let samples = samples.lock().expect("samples").clone();

@@ -186,7 +186,11 @@ async fn plain_http_to_the_tls_port_is_refused_and_the_gateway_keeps_serving() {
     junk.write_all(&[0x16, 0x03, 0x01, 0x00, 0x05, 1, 2, 3, 4, 5])
         .await
         .expect("write");
-    let _ = read_all(&mut junk).await;
+    let dropped = read_all(&mut junk).await;
+    assert!(
+        !dropped.contains("HTTP/"),
+        "a broken handshake gets no HTTP answer: {dropped:?}"
+    );
 
     let answer = tls.https(gw.addr, &healthz(gw.addr)).await;
     assert_eq!(raw_status(&answer), 200, "{answer}");

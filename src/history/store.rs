@@ -145,6 +145,21 @@ mod tests {
     }
 
     #[test]
+    fn a_sweep_keeps_every_personal_message_younger_than_the_ttl() {
+        let mut h = History::new(10, 100);
+        let (alice, bob) = (uid("alice"), uid("bob"));
+        h.append_personal(1, 0, std::slice::from_ref(&alice), &1);
+        h.append_personal(2, 60, std::slice::from_ref(&alice), &2);
+        h.append_personal(3, 60, std::slice::from_ref(&bob), &3);
+        h.expire(120);
+        assert_eq!(h.users_with_history(), 2, "live rings survive the sweep");
+        assert_eq!(h.read(&alice, 1).items, [(2, 2)]);
+        assert!(h.read(&alice, 1).complete);
+        assert_eq!(h.read(&bob, 0).items, [(3, 3)]);
+        assert_eq!(h.len(), 2);
+    }
+
+    #[test]
     fn users_without_recent_messages_cost_nothing_and_age_is_remembered() {
         let mut h = History::new(10, 100);
         let alice = uid("alice");

@@ -7,11 +7,18 @@ use proptest::prelude::*;
 
 use super::{EntryKey, Expired, StaleKey, Wheel};
 
-/// Polls until ready, returning the deadlines that fired, in order.
+/// Polls until ready, returning the deadlines that fired, in order. A
+/// wheel that stays pending past a generous bound fails the test instead
+/// of hanging it.
 fn drain(wheel: &mut Wheel<u64>, target: u64, budget: usize) -> Vec<Expired<u64>> {
+    const MAX_CALLS: usize = 1_000_000;
     let mut out = Vec::new();
-    while wheel.poll_expired(target, budget, &mut out).is_pending() {}
-    out
+    for _ in 0..MAX_CALLS {
+        if wheel.poll_expired(target, budget, &mut out).is_ready() {
+            return out;
+        }
+    }
+    panic!("poll_expired still pending after {MAX_CALLS} calls (target {target})");
 }
 
 fn values(fired: &[Expired<u64>]) -> Vec<u64> {
@@ -147,6 +154,7 @@ fn budget_of_one_drains_a_crowd_one_entry_per_call() {
     while wheel.poll_expired(3, 1, &mut out).is_pending() {
         calls += 1;
         assert!(out.len() <= calls);
+        assert!(calls <= 1_000, "still pending after {calls} calls");
     }
     assert_eq!(out.len(), 100);
 }
