@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod peers;
 pub mod server;
 pub mod session;
+pub mod telemetry;
 pub mod transport;
 pub mod wheel;
 

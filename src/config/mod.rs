@@ -72,6 +72,8 @@ pub struct Config {
     pub broker: BrokerConfig,
     /// `[metrics]`: the Prometheus endpoint.
     pub metrics: MetricsConfig,
+    /// `[log]`: the log filter and line format.
+    pub log: LogConfig,
     /// `[demo]`: development helpers.
     pub demo: DemoConfig,
 }
@@ -362,7 +364,9 @@ pub enum BrokerKind {
 }
 
 /// `[broker]`: the bus between gateway instances.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Its `Debug` masks the password in `url`.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct BrokerConfig {
     /// `"memory"` (embedded, the default) or `"redis"`.
@@ -424,6 +428,41 @@ impl MetricsConfig {
     /// `listen` as a socket address, `None` when unset.
     pub fn listen_addr(&self) -> Result<Option<SocketAddr>, AddrParseError> {
         self.listen.as_deref().map(str::parse).transpose()
+    }
+}
+
+/// How log lines are written (`[log] format`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// One human-readable line per event, coloured only when stdout is a
+    /// terminal.
+    #[default]
+    Text,
+    /// One JSON object per line with the fields `ts`, `level`, `target`,
+    /// `msg` and the event's (and its spans') own fields, for log shippers.
+    Json,
+}
+
+/// `[log]`: what the process logs to stdout and how.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogConfig {
+    /// `"text"` (the default) or `"json"`.
+    pub format: LogFormat,
+    /// The filter: a level (`error`, `warn`, `info`, `debug`, `trace`,
+    /// `off`) or `tracing` directives such as `"info,pushgate=debug"`.
+    /// Default `"info"`. `PUSHGATE_LOG`, else `RUST_LOG`, when set in the
+    /// environment, replaces it.
+    pub level: String,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            format: LogFormat::Text,
+            level: "info".to_owned(),
+        }
     }
 }
 
@@ -573,6 +612,7 @@ impl Config {
         validate::limits(&self.limits, &mut errors);
         validate::broker(&self.broker, &mut errors);
         validate::metrics(&self.metrics, &self.server, &mut errors);
+        validate::log(&self.log, &mut errors);
         if errors.problems.is_empty() {
             Ok(())
         } else {
@@ -580,13 +620,18 @@ impl Config {
         }
     }
 
-    /// The effective configuration as TOML with `auth.secret` and
-    /// `auth.api_key` shown as `***` (for `pushgate check-config`). An unset
+    /// The effective configuration as TOML with `auth.secret`,
+    /// `auth.api_key` and the password in `broker.url` shown as `***` (for
+    /// `pushgate check-config`). An unset
     /// `metrics.listen`, and unset `server.tls_cert` and `server.tls_key`,
     /// show as comments.
     pub fn to_masked_toml(&self) -> String {
         let masked = Config {
             auth: self.auth.masked(),
+            broker: BrokerConfig {
+                url: self.broker.masked_url(),
+                ..self.broker.clone()
+            },
             ..self.clone()
         };
         let mut text =
