@@ -1,6 +1,11 @@
 //! Names the git commit the binary is built from, for `pushgate --version`:
-//! `PUSHGATE_GIT_COMMIT` is `git rev-parse --short HEAD`, or "unknown"
+//! `BUILD_GIT_COMMIT` is `git rev-parse --short HEAD`, or "unknown"
 //! outside a git checkout (a source tarball, a crate) or without git.
+//!
+//! Not `PUSHGATE_*`: cargo also sets the variable in the environment of
+//! `cargo test` and `cargo run`, which a pushgate started from there
+//! inherits, and the configuration overlay refuses `PUSHGATE_` names that
+//! are not keys.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -8,7 +13,7 @@ use std::process::Command;
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     let commit = git(&["rev-parse", "--short", "HEAD"]).unwrap_or_else(|| "unknown".to_owned());
-    println!("cargo:rustc-env=PUSHGATE_GIT_COMMIT={commit}");
+    println!("cargo:rustc-env=BUILD_GIT_COMMIT={commit}");
     // Rebuild when HEAD moves: HEAD itself (a checkout), and the branch it
     // points at (a commit), loose or packed. A worktree keeps HEAD in its
     // own git dir and branches in the common one.

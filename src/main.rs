@@ -19,7 +19,7 @@ const SPARE_FDS: u64 = 100;
 const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     " (commit ",
-    env!("PUSHGATE_GIT_COMMIT"),
+    env!("BUILD_GIT_COMMIT"),
     ")"
 );
 

@@ -6,10 +6,6 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use hyper::Method;
-
-use super::Gateway;
-
 /// The repository root, the binary's working directory.
 pub const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -84,10 +80,12 @@ impl Process {
                 panic!("pushgate exited early ({status}):\n{}", self.output());
             }
             if tokio::net::TcpStream::connect(self.addr).await.is_ok() {
-                let answer = Gateway::attach(self.addr)
-                    .request(Method::GET, "/healthz", &[], "")
-                    .await;
-                if answer.status == 200 {
+                let answer = super::raw_http(
+                    self.addr,
+                    b"GET /healthz HTTP/1.1\r\nHost: pushgate\r\nConnection: close\r\n\r\n",
+                )
+                .await;
+                if answer.starts_with("HTTP/1.1 200") {
                     return;
                 }
             }
