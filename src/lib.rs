@@ -23,6 +23,7 @@ pub mod peers;
 pub mod protocol;
 pub mod registry;
 pub mod server;
+pub mod telemetry;
 pub mod transport;
 pub mod wheel;
 

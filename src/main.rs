@@ -1,24 +1,31 @@
 //! The `pushgate` binary: command line, configuration, logs, signals.
 //! The only place `anyhow` is used.
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use pushgate::config::{Config, Loaded};
 use pushgate::protocol::UserId;
 use tracing::{info, warn};
-use tracing_subscriber::EnvFilter;
 
 /// The configuration file read when `--config` is not given.
 const DEFAULT_CONFIG: &str = "config.toml";
 /// File descriptors kept for listeners, logs and Redis besides connections.
 const SPARE_FDS: u64 = 100;
 
+/// `--version`: the package version and the commit it was built from
+/// (`build.rs`; "unknown" outside a git checkout).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("BUILD_GIT_COMMIT"),
+    ")"
+);
+
 /// pushgate: a long-connection push gateway (WebSocket, long-poll, SSE).
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version = VERSION, about)]
 struct Cli {
     /// Configuration file. Default: ./config.toml if it exists, else the
     /// built-in defaults. Every key can be overridden by an environment
@@ -44,6 +51,18 @@ enum Command {
     },
     /// Validate the configuration and print it, secrets masked.
     CheckConfig,
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), built from these same definitions.
+    Man {
+        /// Write pushgate.1 and a page per subcommand (pushgate-serve.1,
+        /// ...) into this directory instead.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -68,6 +87,17 @@ fn main() -> anyhow::Result<()> {
             print!("{}", loaded.config.to_masked_toml());
             Ok(())
         }
+        Command::Completions { shell } => {
+            let mut out = std::io::stdout();
+            clap_complete::generate(shell, &mut Cli::command(), "pushgate", &mut out);
+            Ok(())
+        }
+        Command::Man { dir: None } => {
+            clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout())?;
+            Ok(())
+        }
+        Command::Man { dir: Some(dir) } => clap_mangen::generate_to(Cli::command(), &dir)
+            .with_context(|| format!("cannot write man pages to {}", dir.display())),
     }
 }
 
@@ -95,8 +125,9 @@ fn note_ignored_env(loaded: &Loaded) {
 }
 
 fn serve(path: Option<&Path>) -> anyhow::Result<()> {
-    init_logs();
     let loaded = load(path)?;
+    pushgate::telemetry::init(&loaded.config.log)
+        .map_err(|err| anyhow::anyhow!("cannot start logging: {err}"))?;
     if let Some(warning) = loaded.ignored_env_warning() {
         warn!("{warning}");
     }
@@ -109,22 +140,10 @@ fn serve(path: Option<&Path>) -> anyhow::Result<()> {
         .context("cannot start the runtime")?;
     runtime.block_on(async {
         let server = pushgate::Server::bind(config).await?;
-        info!(addr = %server.local_addr(), "listening");
+        info!(addr = %server.local_addr(), version = VERSION, "listening");
         server.run(shutdown_signal()).await;
         anyhow::Ok(())
     })
-}
-
-fn init_logs() {
-    let filter = EnvFilter::try_from_env("PUSHGATE_LOG")
-        .or_else(|_| EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| EnvFilter::new("info"));
-    // Colour codes only for a terminal: in a file, a pipe or a log
-    // collector they are noise.
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stdout().is_terminal())
-        .init();
 }
 
 fn warn_about(config: &Config) {

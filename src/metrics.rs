@@ -35,6 +35,18 @@ pub mod names {
     /// Counter, by `reason` (ip_limit, ip_rate, tls): TCP connections to the
     /// main listener refused or dropped before any request was served.
     pub const CONNECTIONS_REFUSED_TOTAL: &str = "pushgate_connections_refused_total";
+    /// Gauge: `[session] max_connections`, so alerts can compare
+    /// `pushgate_connections` with it.
+    pub const MAX_CONNECTIONS: &str = "pushgate_max_connections";
+    /// Gauge: `[timer] tick_ms` in seconds, so alerts can measure timer
+    /// lateness in ticks.
+    pub const TIMER_TICK_SECONDS: &str = "pushgate_timer_tick_seconds";
+    /// Gauge: 1 while the broker is reachable, else 0 (the broker half of
+    /// `/readyz`; the memory broker is always 1).
+    pub const BROKER_UP: &str = "pushgate_broker_up";
+    /// Gauge: the process's resident memory (`VmRSS`), Linux only; the
+    /// name Prometheus client libraries use for it.
+    pub const RESIDENT_MEMORY_BYTES: &str = "process_resident_memory_bytes";
 }
 
 /// Transport label values.
@@ -165,6 +177,35 @@ fn describe() {
         CONNECTIONS_REFUSED_TOTAL,
         "TCP connections refused before serving, by reason."
     );
+    describe_gauge!(
+        MAX_CONNECTIONS,
+        "Most connections the process holds ([session] max_connections)."
+    );
+    describe_gauge!(
+        TIMER_TICK_SECONDS,
+        Unit::Seconds,
+        "The timing wheel's tick ([timer] tick_ms)."
+    );
+    describe_gauge!(BROKER_UP, "1 while the broker is reachable, else 0.");
+    describe_gauge!(
+        RESIDENT_MEMORY_BYTES,
+        Unit::Bytes,
+        "Resident memory size in bytes."
+    );
+}
+
+/// The process's resident memory in bytes, from `/proc/self/status`
+/// (`VmRSS`); `None` where there is no such file.
+pub fn resident_memory_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    parse_vm_rss(&status)
+}
+
+/// `VmRSS:    1234 kB` as bytes.
+fn parse_vm_rss(status: &str) -> Option<u64> {
+    let line = status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?;
+    let kib = line.trim().strip_suffix("kB")?.trim().parse::<u64>().ok()?;
+    kib.checked_mul(1024)
 }
 
 /// Counter handles resolved once, for the hot paths.
@@ -190,6 +231,10 @@ impl Counters {
             .map(|r| metrics::counter!(names::EVICTIONS_TOTAL, "reason" => r.as_str()));
         let refusals = ConnRefusal::ALL
             .map(|r| metrics::counter!(names::CONNECTIONS_REFUSED_TOTAL, "reason" => r.as_str()));
+        // Published at 0 before the first failure, so that `increase()` in
+        // an alert counts the first one too.
+        metrics::counter!(names::BUS_ERRORS_TOTAL).increment(0);
+        metrics::counter!(names::BUS_RECONNECTS_TOTAL).increment(0);
         Self {
             delivered,
             published_broadcast: metrics::counter!(names::MESSAGES_PUBLISHED_TOTAL, "stream" => "broadcast"),
@@ -207,5 +252,21 @@ impl Counters {
     /// Counts `n` evictions for `reason`.
     pub fn evicted(&self, reason: Eviction, n: u64) {
         self.evictions[reason as usize].increment(n);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vm_rss_is_read_in_bytes() {
+        let status = "Name:\tpushgate\nVmPeak:\t  99 kB\nVmRSS:\t   12345 kB\nThreads:\t3\n";
+        assert_eq!(parse_vm_rss(status), Some(12345 * 1024));
+        assert_eq!(parse_vm_rss("VmRSS: lots\n"), None);
+        assert_eq!(parse_vm_rss("Name: x\n"), None);
+        if cfg!(target_os = "linux") {
+            assert!(resident_memory_bytes().is_some_and(|b| b > 0));
+        }
     }
 }

@@ -33,6 +33,26 @@ async fn connection_session_and_timer_gauges_follow_a_websocket_client() {
     assert_eq!(sample(&idle, WS), 0.0, "{idle}");
     assert_eq!(sample(&idle, "pushgate_sessions"), 0.0, "{idle}");
     let idle_entries = sample(&idle, "pushgate_timer_entries");
+    // What the alert rules in deploy/prometheus/ divide and compare by.
+    assert_eq!(
+        sample(&idle, "pushgate_max_connections"),
+        19_000.0,
+        "{idle}"
+    );
+    assert_eq!(sample(&idle, "pushgate_timer_tick_seconds"), 0.1, "{idle}");
+    assert_eq!(sample(&idle, "pushgate_broker_up"), 1.0, "{idle}");
+    assert_eq!(sample(&idle, "pushgate_bus_errors_total"), 0.0, "{idle}");
+    assert_eq!(
+        sample(&idle, "pushgate_bus_reconnects_total"),
+        0.0,
+        "{idle}"
+    );
+    if cfg!(target_os = "linux") {
+        assert!(
+            sample(&idle, "process_resident_memory_bytes") > 1e6,
+            "{idle}"
+        );
+    }
 
     let alice = gw.connect("alice").await;
     let busy = gw.metrics().await;

@@ -73,6 +73,12 @@ pub fn metrics(gw: &Gateway) -> Response<Body> {
     }
     metrics::gauge!(names::SESSIONS).set(gw.registry.users() as f64);
     metrics::gauge!(names::TIMER_ENTRIES).set(gw.timer.len() as f64);
+    metrics::gauge!(names::MAX_CONNECTIONS).set(gw.config.session.max_connections as f64);
+    metrics::gauge!(names::TIMER_TICK_SECONDS).set(gw.config.timer.tick().as_secs_f64());
+    metrics::gauge!(names::BROKER_UP).set(if gw.bus.is_ready() { 1.0 } else { 0.0 });
+    if let Some(bytes) = crate::metrics::resident_memory_bytes() {
+        metrics::gauge!(names::RESIDENT_MEMORY_BYTES).set(bytes as f64);
+    }
     let mut resp = Response::new(full(crate::metrics::recorder().render()));
     resp.headers_mut().insert(
         header::CONTENT_TYPE,

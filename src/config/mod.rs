@@ -76,6 +76,8 @@ pub struct Config {
     pub broker: BrokerConfig,
     /// `[metrics]`: the Prometheus endpoint.
     pub metrics: MetricsConfig,
+    /// `[log]`: the log filter and line format.
+    pub log: LogConfig,
     /// `[demo]`: development helpers.
     pub demo: DemoConfig,
 }
@@ -436,6 +438,41 @@ impl MetricsConfig {
     }
 }
 
+/// How log lines are written (`[log] format`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// One human-readable line per event, coloured only when stdout is a
+    /// terminal.
+    #[default]
+    Text,
+    /// One JSON object per line with the fields `ts`, `level`, `target`,
+    /// `msg` and the event's (and its spans') own fields, for log shippers.
+    Json,
+}
+
+/// `[log]`: what the process logs to stdout and how.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogConfig {
+    /// `"text"` (the default) or `"json"`.
+    pub format: LogFormat,
+    /// The filter: a level (`error`, `warn`, `info`, `debug`, `trace`,
+    /// `off`) or `tracing` directives such as `"info,pushgate=debug"`.
+    /// Default `"info"`. `PUSHGATE_LOG`, else `RUST_LOG`, when set in the
+    /// environment, replaces it.
+    pub level: String,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            format: LogFormat::Text,
+            level: "info".to_owned(),
+        }
+    }
+}
+
 /// `[demo]`: development helpers.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -629,6 +666,7 @@ impl Config {
         validate::limits(&self.limits, &mut errors);
         validate::broker(&self.broker, &mut errors);
         validate::metrics(&self.metrics, &self.server, &mut errors);
+        validate::log(&self.log, &mut errors);
         if errors.problems.is_empty() {
             Ok(())
         } else {

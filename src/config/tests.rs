@@ -404,6 +404,50 @@ fn masked_toml_and_debug_hide_credentials() {
 }
 
 #[test]
+fn the_broker_password_is_masked_everywhere_it_is_shown() {
+    let cases = [
+        (
+            "redis://:hunter2-pw@10.0.0.1:6379/0",
+            "redis://:***@10.0.0.1:6379/0",
+        ),
+        (
+            "rediss://app:hunter2-pw@redis.example:6380",
+            "rediss://app:***@redis.example:6380",
+        ),
+        ("redis://app@host:6379", "redis://app@host:6379"),
+        ("redis://127.0.0.1:6379", "redis://127.0.0.1:6379"),
+        (
+            "redis+unix:///run/redis.sock?db=1&pass=hunter2-pw",
+            "redis+unix:///run/redis.sock?db=1&pass=***",
+        ),
+        (
+            "unix:///run/redis.sock?password=hunter2-pw#x",
+            "unix:///run/redis.sock?password=***#x",
+        ),
+        ("redis:/:hunter2-pw@host", "redis:***@host"),
+        ("app:hunter2-pw@host:6379", "app:***@host:6379"),
+        ("127.0.0.1:6379", "127.0.0.1:6379"),
+    ];
+    for (url, shown) in cases {
+        assert_eq!(masked_url(url), shown, "{url}");
+    }
+    let mut config = valid();
+    config.broker.kind = BrokerKind::Redis;
+    config.broker.url = "redis://app:hunter2-pw@10.0.0.1:6379".into();
+    let masked = config.to_masked_toml();
+    let debug = format!("{config:?}");
+    for shown in [&masked, &debug] {
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("redis://app:***@10.0.0.1:6379"), "{shown}");
+    }
+    // A mistyped scheme is reported without the password.
+    config.broker.url = "redis:/:hunter2-pw@10.0.0.1:6379".into();
+    let err = config.validate().expect_err("bad scheme");
+    assert!(!err.to_string().contains("hunter2"), "{err}");
+    assert!(err.to_string().contains("broker.url"), "{err}");
+}
+
+#[test]
 fn load_applies_env_and_refuses_invalid_configs() {
     let dir = std::env::temp_dir().join(format!("pushgate-config-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
@@ -575,4 +619,50 @@ fn the_password_in_the_broker_url_is_masked_wherever_it_is_shown() {
     let errors = config.validate().expect_err("not a redis URL").to_string();
     assert!(!errors.contains("hunter2"), "{errors}");
     assert!(errors.contains("http://user:***@host"), "{errors}");
+}
+
+#[test]
+fn log_section_comes_from_the_file_and_the_environment() {
+    assert_eq!(Config::default().log.format, LogFormat::Text);
+    assert_eq!(Config::default().log.level, "info");
+    let file =
+        Config::from_toml_str("[log]\nformat = \"json\"\nlevel = \"debug\"\n").expect("parses");
+    assert_eq!(file.log.format, LogFormat::Json);
+    assert_eq!(file.log.level, "debug");
+    let config = valid()
+        .apply_env(env(&[
+            ("PUSHGATE_LOG_FORMAT", "json"),
+            ("PUSHGATE_LOG_LEVEL", "warn,pushgate=debug"),
+            // The binary's own filter variable is not a key.
+            ("PUSHGATE_LOG", "trace"),
+        ]))
+        .expect("overlay applies");
+    assert_eq!(config.log.format, LogFormat::Json);
+    assert_eq!(config.log.level, "warn,pushgate=debug");
+    config.validate().expect("valid");
+    let err = valid()
+        .apply_env(env(&[("PUSHGATE_LOG_FORMAT", "xml")]))
+        .expect_err("unknown format");
+    assert!(err.to_string().contains("PUSHGATE_LOG_FORMAT"), "{err}");
+}
+
+#[test]
+fn log_level_is_a_level_or_directives() {
+    for level in [
+        "info",
+        "DEBUG",
+        "off",
+        "warn,pushgate=trace",
+        "pushgate::bus=debug",
+    ] {
+        let mut config = valid();
+        config.log.level = level.into();
+        config.validate().unwrap_or_else(|e| panic!("{level}: {e}"));
+    }
+    for level in ["", "debgu", "info,", "pushgate=loud"] {
+        let mut config = valid();
+        config.log.level = level.into();
+        let err = config.validate().expect_err(level);
+        assert!(err.problems()[0].starts_with("log.level: "), "{err}");
+    }
 }

@@ -1,7 +1,7 @@
 //! The rules, one function per section.
 
 use super::{
-    AuthConfig, BrokerConfig, BrokerKind, ConfigErrors, HistoryConfig, LimitsConfig,
+    AuthConfig, BrokerConfig, BrokerKind, ConfigErrors, HistoryConfig, LimitsConfig, LogConfig,
     MAX_PUSH_BYTES_LIMIT, MIN_SECRET_BYTES, MetricsConfig, ServerConfig, SessionConfig,
     TimerConfig,
 };
@@ -219,6 +219,30 @@ pub(super) fn metrics(metrics: &MetricsConfig, server: &ServerConfig, errors: &m
 }
 
 /// Parses `value` as `ip:port`, recording a problem if it is not one.
+/// `level` parses as `tracing` filter directives, and a bare word is a
+/// level: `tracing` would read a misspelt level (`"debgu"`) as a target
+/// name and quietly log nothing of ours.
+pub(super) fn log(log: &LogConfig, errors: &mut ConfigErrors) {
+    const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+    let level = log.level.trim();
+    let bad = level.is_empty()
+        || level.split(',').map(str::trim).any(|directive| {
+            let bare = !directive.contains(['=', '[', ':']);
+            directive
+                .parse::<tracing_subscriber::filter::Directive>()
+                .is_err()
+                || (bare && !LEVELS.iter().any(|l| l.eq_ignore_ascii_case(directive)))
+        });
+    errors.check(
+        !bad,
+        "log.level",
+        format_args!(
+            "must be a level (off, error, warn, info, debug, trace) or directives such as \"info,pushgate=debug\", got {:?}",
+            log.level
+        ),
+    );
+}
+
 fn socket_addr(path: &str, value: &str, errors: &mut ConfigErrors) -> Option<SocketAddr> {
     let addr = value.parse().ok();
     errors.check(

@@ -10,7 +10,9 @@
 #
 # Environment: E2E_PUSHGATE_BIN (a prebuilt binary; skips cargo build), E2E_KEEP_LOGS=1
 # (keep each gateway log in its /tmp/pushgate-e2e-* directory),
-# CHROMIUM_PATH (default /usr/bin/chromium).
+# CHROMIUM_PATH (default /usr/bin/chromium), E2E_REFRESH_SCREENSHOTS=1 (write the
+# screenshots to static/screenshots/, the committed ones README shows; otherwise
+# they go to $TMPDIR/pushgate-e2e-screenshots/ and the tree stays clean).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

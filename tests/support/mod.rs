@@ -320,6 +320,9 @@ impl Gateway {
 /// tasks, an SSE client, a resume over any transport).
 pub mod browser;
 
+/// The `pushgate` binary as a child process (cli_logs, hardening_secrets).
+pub mod process;
+
 impl Gateway {
     /// `connect`, as a future that owns its arguments (for `join_all`).
     pub fn connect_owned(&self, user: String) -> impl std::future::Future<Output = Ws> + use<> {

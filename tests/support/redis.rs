@@ -47,40 +47,61 @@ pub fn config(url: &str, prefix: &str) -> Config {
 pub struct PrivateRedis {
     /// Its port.
     pub port: u16,
+    password: Option<String>,
     child: Option<Child>,
 }
 
 impl PrivateRedis {
     /// Starts one on a free port and waits until it answers.
     pub fn start() -> Self {
+        Self::start_with(None)
+    }
+
+    /// Starts one that requires `password` (`requirepass`).
+    pub fn start_with_password(password: &str) -> Self {
+        Self::start_with(Some(password.to_owned()))
+    }
+
+    fn start_with(password: Option<String>) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .expect("free port")
             .local_addr()
             .expect("addr")
             .port();
-        let mut redis = Self { port, child: None };
+        let mut redis = Self {
+            port,
+            password,
+            child: None,
+        };
         redis.restart();
         redis
     }
 
-    /// Its URL.
+    /// Its URL, with the password if it has one.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        match &self.password {
+            Some(password) => format!("redis://:{password}@127.0.0.1:{}", self.port),
+            None => format!("redis://127.0.0.1:{}", self.port),
+        }
     }
 
     /// Starts it again on the same port (after `stop`).
     pub fn restart(&mut self) {
+        let mut args = vec![
+            "--port".to_owned(),
+            self.port.to_string(),
+            "--bind".to_owned(),
+            "127.0.0.1".to_owned(),
+            "--save".to_owned(),
+            String::new(),
+            "--appendonly".to_owned(),
+            "no".to_owned(),
+        ];
+        if let Some(password) = &self.password {
+            args.extend(["--requirepass".to_owned(), password.clone()]);
+        }
         let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &self.port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
+            .args(&args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

@@ -15,8 +15,14 @@ const here = dirname(fileURLToPath(import.meta.url));
 export const REPO = resolve(here, '../../..');
 /** The static directory the gateway serves (the files under test). */
 export const STATIC_DIR = join(REPO, 'static');
-/** Where the README's screenshots go. */
-export const SCREENSHOTS = join(STATIC_DIR, 'screenshots');
+/**
+ * Where the tests save their screenshots: a temporary directory, so a test
+ * run leaves the repository as it found it; with E2E_REFRESH_SCREENSHOTS=1,
+ * the committed ones README shows (static/screenshots/), to refresh them.
+ */
+export const SCREENSHOTS = process.env.E2E_REFRESH_SCREENSHOTS === '1'
+  ? join(STATIC_DIR, 'screenshots')
+  : join(tmpdir(), 'pushgate-e2e-screenshots');
 const BINARY = process.env.E2E_PUSHGATE_BIN ?? join(REPO, 'target/debug/pushgate');
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const API_KEY = 'e2e-api-key-0123456789abcdef';

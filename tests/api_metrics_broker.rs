@@ -1,0 +1,71 @@
+//! The broker series the alert rules in `deploy/prometheus/alerts.yml`
+//! page on follow a Redis outage: `pushgate_broker_up` drops to 0 while
+//! Redis is gone and returns to 1, a push refused meanwhile counts in
+//! `pushgate_bus_errors_total`, and the lost subscription in
+//! `pushgate_bus_reconnects_total`. One gateway per process (the gauges
+//! are process-wide).
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::json;
+use support::{Gateway, redis};
+
+const WAIT: Duration = Duration::from_secs(15);
+
+fn sample(text: &str, series: &str) -> f64 {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .find_map(|line| {
+            let (name, value) = line.rsplit_once(' ')?;
+            (name == series).then(|| value.parse().expect("a number"))
+        })
+        .unwrap_or_else(|| panic!("no sample {series} in:\n{text}"))
+}
+
+/// Waits until `series` reads `want`.
+async fn eventually(gw: &Gateway, series: &str, want: f64) -> String {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let text = gw.metrics().await;
+        if sample(&text, series) == want {
+            return text;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{series} never read {want}:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broker_series_follow_a_redis_outage() {
+    if !redis::available() {
+        return;
+    }
+    let mut server = redis::PrivateRedis::start();
+    let gw = Gateway::start(redis::config(&server.url(), &redis::prefix("broker-up"))).await;
+    let before = eventually(&gw, "pushgate_broker_up", 1.0).await;
+    let errors = sample(&before, "pushgate_bus_errors_total");
+    let reconnects = sample(&before, "pushgate_bus_reconnects_total");
+
+    server.stop();
+    let down = eventually(&gw, "pushgate_broker_up", 0.0).await;
+    assert_eq!(sample(&down, "pushgate_max_connections"), 19_000.0);
+    let refused = gw.push(&json!({"to": "*", "data": "lost"})).await;
+    assert_eq!(refused.status, 503, "{:?}", refused.body);
+    let after_push = gw.metrics().await;
+    assert!(
+        sample(&after_push, "pushgate_bus_errors_total") > errors,
+        "{after_push}"
+    );
+
+    server.restart();
+    let up = eventually(&gw, "pushgate_broker_up", 1.0).await;
+    assert!(
+        sample(&up, "pushgate_bus_reconnects_total") > reconnects,
+        "{up}"
+    );
+}
