@@ -22,6 +22,7 @@ use crate::hist;
 use crate::target::{self, Target};
 
 mod conn;
+mod flow;
 mod poll;
 pub mod protocol;
 mod silent;
