@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use super::Ctx;
 use super::flow::{
-    CONNECT_TIMEOUT, Client, Flow, backoff, first_attempt, reconnect_failed, rng_for,
+    CONNECT_TIMEOUT, Client, Flow, backoff, first_attempt, reconnect_failed, rng_for, told_delay,
 };
 use super::protocol::Kind;
 
@@ -78,6 +78,13 @@ async fn reconnecting<C: Client>(ctx: &Ctx, i: usize) {
         }
         match flow {
             Flow::Reconnect => {}
+            Flow::Told { .. } if !ctx.spec.paced => {}
+            Flow::Told { retry_ms, draining } => {
+                if draining {
+                    node = ctx.next_node(node);
+                }
+                tokio::time::sleep(told_delay(retry_ms, &mut rng)).await;
+            }
             Flow::Dropped if ctx.spec.churn.is_some() || ctx.spec.failover => {
                 failures += 1;
                 node = ctx.next_node(node);
