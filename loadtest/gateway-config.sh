@@ -12,7 +12,7 @@ export LOADTEST_API_KEY="loadtest-api-key-not-for-production"
 write_config() {
     local path=$1 bin=$2
     {
-        printf '[server]\nlisten = "127.0.0.1:0"\ndrain_timeout_secs = 1\n\n'
+        printf '[server]\nlisten = "127.0.0.1:0"\ndrain_timeout_secs = 1\ndrain_spread_secs = 0\n\n'
         printf '[auth]\nsecret = "loadtest-secret-not-for-production"\n'
         printf 'api_key = "%s"\nanonymous = true\n\n' "$LOADTEST_API_KEY"
         printf '[session]\nmax_connections = 19800\n\n'

@@ -5,6 +5,7 @@
 //! through the one table in `router`.
 
 pub mod admission;
+pub mod drain;
 pub mod front;
 mod http1;
 pub(crate) mod router;
@@ -28,15 +29,12 @@ use self::tls::TlsError;
 use crate::config::Config;
 use crate::deadlines::Expiry;
 use crate::gateway::{Gateway, StartError};
-use crate::protocol::frame::{Frame, ReconnectReason};
-use crate::registry::Outgoing;
 use crate::wheel::{DEFAULT_BUDGET, drive};
 
 /// Handshakes the kernel may queue before the accept loop takes them
 /// (capped by the kernel's `net.core.somaxconn`).
 pub const LISTEN_BACKLOG: u32 = 1024;
-/// How long a client told to reconnect by a drain should wait, in ms.
-pub const DRAIN_RETRY_MS: u64 = 1000;
+pub use self::drain::DRAIN_RETRY_MS;
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -123,8 +121,9 @@ impl Server {
     }
 
     /// Serves until `shutdown` completes, then drains: stops accepting
-    /// clients, tells every connection to reconnect elsewhere, waits up to
-    /// `drain_timeout_secs` for them to go, and returns.
+    /// clients, tells every connection to reconnect elsewhere (spread over
+    /// `drain_spread_secs`, see [`drain`]), waits up to
+    /// `drain_timeout_secs` from the start for them to go, and returns.
     ///
     /// While draining the listener stays open: `/readyz` must be seen to
     /// answer `503` (a refused connection would tell a load balancer
@@ -253,22 +252,25 @@ async fn serve_metrics(gw: Arc<Gateway>, listener: TcpListener, stop: impl Futur
     }
 }
 
-/// Tells every connection to come back later, lets in-flight requests
-/// finish, and waits up to the drain timeout for connections to go.
+/// Tells every connection to come back later (over the drain spread),
+/// lets in-flight requests finish, and waits up to the drain timeout for
+/// connections to go.
 async fn drain(gw: &Gateway) {
     gw.start_draining();
     let deadline = crate::clamp::from_now(gw.config.server.drain_timeout());
-    let conns = gw.registry.all_connections();
-    info!(connections = conns.len(), "draining");
-    let reconnect = Frame::reconnect(
-        ReconnectReason::Draining,
-        DRAIN_RETRY_MS,
-        &gw.bus.position().to_string(),
+    // Validation keeps the spread inside the timeout; so does this.
+    let spread = gw
+        .config
+        .server
+        .drain_spread()
+        .min(gw.config.server.drain_timeout());
+    info!(
+        connections = gw.registry.connections(),
+        spread_secs = spread.as_secs(),
+        "draining"
     );
-    for conn in &conns {
-        conn.outbound
-            .push_end(Outgoing::Reconnect(reconnect.clone()));
-    }
+    let told = self::drain::tell(gw, spread).await;
+    info!(told, "drain: every connection told to reconnect");
     while gw.registry.connections() > 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

@@ -142,7 +142,10 @@ async fn serve_subcommand_drains_a_connected_client_and_exits_0_on_sigint() {
     let mut gw = Process::start(
         "sigint",
         &["serve", "--config", "config.toml"],
-        &[("PUSHGATE_SERVER_DRAIN_TIMEOUT_SECS", "2")],
+        &[
+            ("PUSHGATE_SERVER_DRAIN_TIMEOUT_SECS", "2"),
+            ("PUSHGATE_SERVER_DRAIN_SPREAD_SECS", "0"),
+        ],
     );
     gw.wait_healthy().await;
     let user = UserId::parse("alice").expect("valid");
@@ -200,6 +203,7 @@ async fn logs_written_to_a_pipe_carry_no_terminal_colour_codes() {
         &[
             ("PUSHGATE_SERVER_LISTEN", &addr.to_string()),
             ("PUSHGATE_SERVER_DRAIN_TIMEOUT_SECS", "1"),
+            ("PUSHGATE_SERVER_DRAIN_SPREAD_SECS", "0"),
         ],
     );
     let pid = child.id().to_string();

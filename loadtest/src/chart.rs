@@ -1,6 +1,6 @@
 //! SVG charts: latency percentiles (one curve per histogram, the x axis in
-//! "nines", 50%, 90%, 99%, 99.9%…, so the tail gets room), and the bars of
-//! a comparison of gateways.
+//! "nines", 50%, 90%, 99%, 99.9%…, so the tail gets room), the bars of
+//! a comparison of gateways, and a count per second (the storm).
 
 use std::path::Path;
 
@@ -64,6 +64,75 @@ pub fn percentiles(path: &Path, title: &str, series: &[(String, Hist)]) -> anyho
         .position(SeriesLabelPosition::UpperLeft)
         .draw()
         .map_err(to_anyhow)?;
+    root.present()
+        .map_err(to_anyhow)
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Draws one column per second of `counts` to `path`, with a dashed
+/// horizontal line at each `(value, label)` of `marks` (an average, a
+/// limit).
+pub fn per_second(
+    path: &Path,
+    title: &str,
+    y_desc: &str,
+    counts: &[u64],
+    marks: &[(f64, String)],
+) -> anyhow::Result<()> {
+    let seconds = counts.len().max(1) as u32;
+    let top = counts
+        .iter()
+        .map(|c| *c as f64)
+        .chain(marks.iter().map(|(v, _)| *v))
+        .fold(1.0, f64::max)
+        * 1.1;
+    let root = SVGBackend::new(path, (900, 480)).into_drawing_area();
+    root.fill(&WHITE).map_err(to_anyhow)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(16)
+        .x_label_area_size(40)
+        .y_label_area_size(72)
+        .build_cartesian_2d(0u32..seconds, 0.0..top)
+        .map_err(to_anyhow)?;
+    chart
+        .configure_mesh()
+        .x_desc("second")
+        .y_desc(y_desc)
+        .x_labels(seconds.min(40) as usize)
+        .draw()
+        .map_err(to_anyhow)?;
+    let fill = Palette99::pick(0).to_rgba().filled();
+    chart
+        .draw_series(counts.iter().enumerate().map(|(s, c)| {
+            let s = s as u32;
+            Rectangle::new([(s, 0.0), (s + 1, *c as f64)], fill)
+        }))
+        .map_err(to_anyhow)?;
+    for (index, (value, label)) in marks.iter().enumerate() {
+        let color = Palette99::pick(index + 1).to_rgba();
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(0, *value), (seconds, *value)],
+                8,
+                4,
+                color.stroke_width(2),
+            ))
+            .map_err(to_anyhow)?
+            .label(label.clone())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
+    }
+    if !marks.is_empty() {
+        chart
+            .configure_series_labels()
+            .border_style(BLACK)
+            .background_style(WHITE.mix(0.8))
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()
+            .map_err(to_anyhow)?;
+    }
     root.present()
         .map_err(to_anyhow)
         .with_context(|| format!("cannot write {}", path.display()))
@@ -251,6 +320,18 @@ mod tests {
         bars(&path, "compare", &groups).unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();
         assert!(svg.contains("nchan 10.2") && svg.contains("RSS per connection"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_count_per_second_is_drawn() {
+        let dir = std::env::temp_dir().join(format!("loadtest-cols-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("cols.svg");
+        let marks = [(30.0, "average".to_owned())];
+        per_second(&path, "storm", "reconnects", &[10, 40, 35, 0], &marks).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        assert!(svg.contains("average") && svg.contains("reconnects"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -106,6 +106,26 @@ pub enum Scenario {
     /// (--push-url), and give only their pids (--pid): a push to the killed
     /// node would be refused, and its CPU cannot be read after the kill.
     Failover(FailoverArgs),
+    /// A reconnect storm: N WebSocket clients, all on node A, get a cursor;
+    /// broadcasts flow at R per second; --node-pid (node A) is sent SIGTERM
+    /// (a drain) or, with --kill, SIGKILL, --storm-after-secs after the
+    /// first push; every client comes back with its cursor on node B.
+    /// Reports reconnects per second seen by node B (its
+    /// pushgate_connections gauge, read every 100 ms), 503s, the time
+    /// until all are back, lost and duplicated messages (both must be 0)
+    /// and B's timer lateness p99 during the storm.
+    ///
+    /// Give --ws-url A,B (two templates: every client starts on A),
+    /// --push-url and --metrics-url of node B only. Clients reconnect as
+    /// pushgate.js does: a reconnect frame is followed after its retry_ms
+    /// plus up to half again, a draining one moves the client to node B
+    /// (as a load balancer would); a dropped connection waits a
+    /// full-jitter back-off (0 to 500 ms * 2^attempt, at most 30 s).
+    /// Targets (issue 16), checked with --check: drained, no second at B
+    /// above 1.5x N / --spread-secs; killed, all back within 30 s; both,
+    /// 0 lost, 0 duplicated, B's timer lateness p99 within --tick-ms +
+    /// 50 ms. loadtest/storm.sh starts the two nodes on Redis and runs it.
+    Storm(StormArgs),
     /// One scenario against pushgate and Nchan in turn (--rounds rounds,
     /// each run against a fresh server): the medians side by side with
     /// their ratio, as Markdown, JSON and an SVG bar chart.
@@ -522,6 +542,45 @@ pub struct MixedArgs {
     /// Broadcasts per second.
     #[arg(short = 'r', long, default_value_t = 5.0)]
     pub rate: f64,
+    /// Push settings.
+    #[command(flatten)]
+    pub push: PushOpts,
+}
+
+/// `storm`.
+#[derive(Debug, Clone, Args)]
+pub struct StormArgs {
+    /// Shared options.
+    #[command(flatten)]
+    pub common: Common,
+    /// WebSocket clients (all on node A).
+    #[arg(short = 'n', long, default_value_t = 1000)]
+    pub connections: u64,
+    /// Broadcasts after the warm-up (enough to last through the storm).
+    #[arg(short = 'm', long, default_value_t = 300)]
+    pub messages: u64,
+    /// Broadcasts per second.
+    #[arg(short = 'r', long, default_value_t = 10.0)]
+    pub rate: f64,
+    /// Node A's process id: signalled to start the storm.
+    #[arg(long)]
+    pub node_pid: u32,
+    /// SIGKILL node A instead of SIGTERM (no drain, no spread possible).
+    #[arg(long)]
+    pub kill: bool,
+    /// Seconds after the first push when node A is signalled.
+    #[arg(long, default_value_t = 3.0)]
+    pub storm_after_secs: f64,
+    /// Node A's [server] drain_spread_secs (the window the drained target
+    /// averages over).
+    #[arg(long, default_value_t = 5.0)]
+    pub spread_secs: f64,
+    /// Node B's [timer] tick_ms (the lateness target is one tick + 50 ms).
+    #[arg(long, default_value_t = 100)]
+    pub tick_ms: u64,
+    /// Write the chart of reconnects per second at node B here (SVG).
+    #[arg(long)]
+    pub chart: Option<PathBuf>,
     /// Push settings.
     #[command(flatten)]
     pub push: PushOpts,

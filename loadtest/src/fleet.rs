@@ -50,6 +50,10 @@ pub struct Plan {
     pub churn: Option<Churn>,
     /// Whether a connection whose node goes away moves to the next node.
     pub failover: bool,
+    /// Every connection starts on the first node (see `Spec::one_home`).
+    pub one_home: bool,
+    /// Reconnect as `pushgate.js` does (see `Spec::paced`).
+    pub paced: bool,
     /// The server's idle timeout, ms (silent clients).
     pub idle_timeout_ms: u64,
     /// User id prefix.
@@ -104,6 +108,8 @@ impl Fleet {
                     expect: plan.expect,
                     churn: plan.churn,
                     failover: plan.failover,
+                    one_home: plan.one_home,
+                    paced: plan.paced,
                     idle_timeout_ms: plan.idle_timeout_ms,
                     cursor_param: plan.cursor_param.clone(),
                     lifetime_secs: plan.lifetime_secs,

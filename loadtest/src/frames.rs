@@ -33,6 +33,8 @@ pub enum Inbound {
         cursor: Option<String>,
         /// Why.
         reason: String,
+        /// How long the gateway asks the client to wait, ms (0 if absent).
+        retry_ms: u64,
     },
     /// The gateway is ending the connection.
     Close {
@@ -53,6 +55,7 @@ struct Wire {
     reason: Option<String>,
     seq: Option<u64>,
     ts: Option<u64>,
+    retry_ms: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -82,6 +85,7 @@ pub fn parse(text: &[u8]) -> Inbound {
         Some("reconnect") => Inbound::Reconnect {
             cursor: wire.cursor,
             reason: wire.reason.unwrap_or_default(),
+            retry_ms: wire.retry_ms.unwrap_or(0),
         },
         Some("close") => Inbound::Close {
             reason: wire.reason.unwrap_or_default(),

@@ -92,6 +92,12 @@ pub struct ServerConfig {
     /// Seconds to wait on shutdown for connections to leave after they were
     /// told to reconnect. Default 10; 0 exits without waiting.
     pub drain_timeout_secs: u64,
+    /// Seconds over which a drain tells its connections to reconnect, each
+    /// at its own time and with its own `retry_ms`, so the other nodes see
+    /// a steady stream of reconnects instead of all of them in the same
+    /// second. Default 5; 0 tells every connection at once. Must be less
+    /// than `drain_timeout_secs` (or 0), so the last told have time to go.
+    pub drain_spread_secs: u64,
     /// Seconds a client has to send complete request headers before its
     /// connection is closed (slow-client protection). Default 10; must be > 0.
     pub header_timeout_secs: u64,
@@ -117,6 +123,7 @@ impl Default for ServerConfig {
         Self {
             listen: "0.0.0.0:8080".to_owned(),
             drain_timeout_secs: 10,
+            drain_spread_secs: 5,
             header_timeout_secs: 10,
             body_timeout_secs: 10,
             static_dir: "static".to_owned(),
@@ -135,6 +142,11 @@ impl ServerConfig {
     /// `drain_timeout_secs` as a duration.
     pub fn drain_timeout(&self) -> Duration {
         Duration::from_secs(self.drain_timeout_secs)
+    }
+
+    /// `drain_spread_secs` as a duration.
+    pub fn drain_spread(&self) -> Duration {
+        Duration::from_secs(self.drain_spread_secs)
     }
 
     /// `header_timeout_secs` as a duration.

@@ -255,6 +255,17 @@ fn validate_checks_each_rule() {
             "server.drain_timeout_secs",
         ),
         (
+            |c| c.server.drain_spread_secs = 10,
+            "server.drain_spread_secs",
+        ),
+        (
+            |c| {
+                c.server.drain_timeout_secs = 0;
+                c.server.drain_spread_secs = 1;
+            },
+            "server.drain_spread_secs",
+        ),
+        (
             |c| c.server.header_timeout_secs = 315_360_001,
             "server.header_timeout_secs",
         ),

@@ -100,6 +100,9 @@ struct State {
     /// Messages numbered up to here reached the connection from history
     /// (or came before its time): live copies of them are dropped.
     floor: u64,
+    /// The highest message number given to the connection live (queued
+    /// or written); 0: none.
+    last: u64,
 }
 
 /// How a direct write went.
@@ -180,6 +183,7 @@ impl Outbound {
             self.ready.notify_one();
             return Pushed::Overflowed;
         }
+        state.last = state.last.max(frame.seq());
         let item = match state.try_direct(|socket| socket.try_frame(frame)) {
             Some(Direct::Written) => return Pushed::Written,
             Some(Direct::Rest(rest)) => Outgoing::Raw(rest),
@@ -282,6 +286,28 @@ impl Outbound {
         }
         state.closing_since = Some(Instant::now());
         state.items.push_back(end);
+        drop(state);
+        self.ready.notify_one();
+        true
+    }
+
+    /// Queues a `reconnect` end like [`Outbound::push_end`], with the frame
+    /// `make` builds from where the connection stands: the highest message
+    /// number it was given, live or by its resume (0: none). Atomic with
+    /// pushes: every message given before is queued ahead of the frame and
+    /// covered by the number, and none is given after it (the connection is
+    /// closing), so a client resuming from the frame's cursor misses
+    /// nothing and gets nothing twice, even while a message is half way
+    /// through the fan-out. Returns false (and does not call `make`) if it
+    /// was already closing.
+    pub fn push_reconnect(&self, make: impl FnOnce(u64) -> Frame) -> bool {
+        let mut state = self.state.lock();
+        if state.closing_since.is_some() {
+            return false;
+        }
+        let frame = make(state.last.max(state.floor));
+        state.closing_since = Some(Instant::now());
+        state.items.push_back(Outgoing::Reconnect(frame));
         drop(state);
         self.ready.notify_one();
         true
@@ -593,6 +619,55 @@ mod tests {
         let mut out = VecDeque::new();
         q.take(&mut out);
         assert_eq!(out, [Outgoing::Reconnect(drain)]);
+    }
+
+    #[test]
+    fn a_reconnect_carries_the_highest_message_given_and_nothing_follows_it() {
+        let message = |seq: u64| {
+            Frame::message(
+                seq,
+                "m",
+                "c",
+                crate::protocol::frame::StreamKind::Broadcast,
+                &serde_json::value::RawValue::from_string("1".into()).expect("json"),
+            )
+        };
+        let reconnect =
+            |seen: u64| Frame::reconnect(ReconnectReason::Draining, 1, &seen.to_string());
+        // Nothing given: 0.
+        let q = Outbound::new(8);
+        assert!(q.push_reconnect(reconnect));
+        let mut out = VecDeque::new();
+        q.take(&mut out);
+        assert_eq!(Vec::from(out), [Outgoing::Reconnect(reconnect(0))]);
+        // Live messages, one written directly: the highest of them.
+        let q = Outbound::new(8);
+        q.set_direct(FakeSocket::with_room(1 << 20));
+        assert_eq!(q.push_frame(&message(7)), Pushed::Written);
+        q.clear_direct();
+        assert_eq!(q.push_frame(&message(8)), Pushed::Queued);
+        q.push_ping();
+        assert!(q.push_reconnect(reconnect));
+        assert_eq!(q.push_frame(&message(9)), Pushed::Closing, "none after it");
+        assert!(!q.push_reconnect(|_| panic!("already closing")));
+        let mut out = VecDeque::new();
+        q.take(&mut out);
+        assert_eq!(
+            Vec::from(out),
+            [
+                Outgoing::Frame(message(8)),
+                Outgoing::Ping,
+                Outgoing::Reconnect(reconnect(8))
+            ]
+        );
+        // A resume that covered more than any live message: its floor.
+        let q = Outbound::new(8);
+        q.push_frame(&message(3));
+        q.push_resume(vec![message(4), message(5)], 5);
+        assert!(q.push_reconnect(reconnect));
+        let mut out = VecDeque::new();
+        q.take(&mut out);
+        assert_eq!(out.back(), Some(&Outgoing::Reconnect(reconnect(5))));
     }
 
     #[tokio::test]

@@ -35,6 +35,8 @@ pub fn config() -> Config {
     let mut c = Config::default();
     c.server.listen = "127.0.0.1:0".into();
     c.server.drain_timeout_secs = 5;
+    // Told all at once: a test of the spread sets it (tests/drain_spread.rs).
+    c.server.drain_spread_secs = 0;
     c.auth.secret = SECRET.into();
     c.auth.api_key = API_KEY.into();
     c.limits.push_rate_per_sec = 0;

@@ -37,7 +37,7 @@ api_key="loadtest-api-key-not-for-production"
 # limits are switched off when this build has them.
 for per_ip in yes no; do
     {
-        printf '[server]\nlisten = "127.0.0.1:0"\ndrain_timeout_secs = 1\n\n'
+        printf '[server]\nlisten = "127.0.0.1:0"\ndrain_timeout_secs = 1\ndrain_spread_secs = 0\n\n'
         printf '[auth]\nsecret = "loadtest-secret-not-for-production"\n'
         printf 'api_key = "%s"\nanonymous = true\n\n' "$api_key"
         printf '[session]\nmax_connections = 19800\n\n'

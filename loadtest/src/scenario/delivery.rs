@@ -1,6 +1,6 @@
 //! The delivery scenarios (`fanout`, `sse-fanout`, `poll-fanout`,
-//! `personal`, `churn`, `mixed`, `failover`): subscribers open, pushes
-//! flow, every arrival is counted and timed.
+//! `personal`, `churn`, `mixed`, `failover`, `storm`): subscribers open,
+//! pushes flow, every arrival is counted and timed.
 
 use std::time::Duration;
 
@@ -8,13 +8,14 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::counts::{merged, report_counts, report_pushes, spread};
-use super::{Finished, cpu_between, launch, plan, progress, report_opened, sample};
+use super::storm::{self, Storm};
+use super::{Finished, cpu_between, launch, plan, progress, report_opened, sample, scrape};
 use crate::cli::{
     ChurnArgs, Common, FailoverArgs, FanoutArgs, MixedArgs, PersonalArgs, PollFanoutArgs, PushOpts,
+    StormArgs,
 };
 use crate::fleet::{Fleet, Group, Plan};
 use crate::hist;
-use crate::http::{self, HttpConn};
 use crate::pusher::{Job, Pusher, Record};
 use crate::report::Report;
 use crate::target::{self, Target};
@@ -39,6 +40,9 @@ struct Delivery<'a> {
     warmup: bool,
     park: Option<Duration>,
     failover: bool,
+    /// Every client starts on the first node, and reconnects as
+    /// `pushgate.js` does (the storm).
+    storm: Option<Storm>,
     kill: Option<Kill>,
 }
 
@@ -68,15 +72,18 @@ impl<'a> Delivery<'a> {
             warmup: false,
             park: None,
             failover: false,
+            storm: None,
             kill: None,
         }
     }
 }
 
-/// A process to kill with SIGKILL while pushing.
+/// A process to signal (SIGKILL, or SIGTERM for a drain) while pushing.
 #[derive(Debug, Clone, Copy)]
 struct Kill {
     pid: u32,
+    /// `KILL` or `TERM`.
+    signal: &'static str,
     /// After the first push.
     after: Duration,
 }
@@ -222,6 +229,7 @@ pub async fn failover(args: &FailoverArgs) -> anyhow::Result<Finished> {
         failover: true,
         kill: args.kill_pid.map(|pid| Kill {
             pid,
+            signal: "KILL",
             after: Duration::from_secs_f64(args.kill_after_secs.max(0.0)),
         }),
         ..Delivery::broadcasts(
@@ -236,6 +244,49 @@ pub async fn failover(args: &FailoverArgs) -> anyhow::Result<Finished> {
             c,
             &args.push,
             groups,
+            args.messages,
+            args.rate,
+        )
+    })
+    .await
+}
+
+/// `storm`.
+pub async fn storm(args: &StormArgs) -> anyhow::Result<Finished> {
+    let c = &args.common;
+    anyhow::ensure!(
+        c.ws_url.len() == 2,
+        "--ws-url: give node A's and node B's templates, comma-separated"
+    );
+    anyhow::ensure!(
+        c.metrics_url.len() == 1,
+        "--metrics-url: give node B's /metrics (one URL)"
+    );
+    execute(Delivery {
+        warmup: true,
+        failover: true,
+        storm: Some(Storm {
+            kill: args.kill,
+            spread_secs: args.spread_secs,
+            tick_ms: args.tick_ms,
+            chart: args.chart.clone(),
+        }),
+        kill: Some(Kill {
+            pid: args.node_pid,
+            signal: if args.kill { "KILL" } else { "TERM" },
+            after: Duration::from_secs_f64(args.storm_after_secs.max(0.0)),
+        }),
+        ..Delivery::broadcasts(
+            "storm",
+            json!({
+                "connections": args.connections, "messages": args.messages, "rate": args.rate,
+                "signal": if args.kill { "SIGKILL" } else { "SIGTERM" },
+                "storm_after_secs": args.storm_after_secs, "spread_secs": args.spread_secs,
+                "tick_ms": args.tick_ms, "ws_url": c.ws_url, "push_url": c.push_url,
+            }),
+            c,
+            &args.push,
+            only(Kind::Ws, args.connections, &c.ws_url),
             args.messages,
             args.rate,
         )
@@ -285,6 +336,8 @@ struct Pushed {
     cpu_us_per_pid: Vec<Option<u64>>,
     push_secs: f64,
     killed: Option<Killed>,
+    /// The storm's readings of node B's `/metrics`.
+    samples: Vec<storm::Sample>,
 }
 
 /// How the kill went.
@@ -301,6 +354,8 @@ async fn execute(d: Delivery<'_>) -> anyhow::Result<Finished> {
     let total: u64 = d.groups.iter().map(|g| g.count).sum();
     let plan = Plan {
         failover: d.failover,
+        one_home: d.storm.is_some(),
+        paced: d.storm.is_some(),
         ..plan(common, d.expect, d.churn, 0)
     };
     let (mut fleet, opened) = launch(common, &d.groups, &plan).await?;
@@ -319,19 +374,24 @@ async fn execute(d: Delivery<'_>) -> anyhow::Result<Finished> {
         &mut problems,
     );
     if let (Some(kill), Some(killed)) = (d.kill, &pushed.killed) {
-        report.metric("killed_pid", "node killed (SIGKILL), pid", kill.pid, "");
+        report.metric(
+            "killed_pid",
+            &format!("node signalled (SIG{}), pid", kill.signal),
+            kill.pid,
+            "",
+        );
         report.metric(
             "killed_at_secs",
-            "killed after the first push",
+            "signalled after the first push",
             hist::round2(killed.at_secs),
             "s",
         );
         if !killed.ok {
-            problems.push(format!("kill -KILL {} failed", kill.pid));
+            problems.push(format!("kill -{} {} failed", kill.signal, kill.pid));
         }
     } else if let Some(kill) = d.kill {
         problems.push(format!(
-            "pid {} was never killed (pushing ended first)",
+            "pid {} was never signalled (pushing ended first)",
             kill.pid
         ));
     }
@@ -357,6 +417,17 @@ async fn execute(d: Delivery<'_>) -> anyhow::Result<Finished> {
         "time to first recipient, per message",
         &to_first,
     );
+    if let Some(storm) = &d.storm {
+        storm::report(
+            &mut report,
+            storm,
+            &pushed.samples,
+            pushed.killed.as_ref().map(|k| k.at_secs),
+            &pushed.outcomes,
+            opened.opened,
+            &mut problems,
+        );
+    }
     let kinds: Vec<Kind> = d.groups.iter().map(|g| g.kind).collect();
     if kinds.len() > 1 {
         for kind in kinds {
@@ -468,6 +539,15 @@ async fn push_and_collect(d: &Delivery<'_>, fleet: &mut Fleet) -> anyhow::Result
     let killer = d
         .kill
         .map(|kill| tokio::spawn(kill_later(kill, push_started)));
+    let (stop_sampling, sampling) = tokio::sync::oneshot::channel();
+    let sampler = match (&d.storm, common.metrics_url.first()) {
+        (Some(_), Some(url)) => Some(tokio::spawn(sample_metrics(
+            url.clone(),
+            push_started,
+            sampling,
+        ))),
+        _ => None,
+    };
     let records = pusher.run(d.jobs.clone(), d.rate, &bar).await;
     let push_secs = push_started.elapsed().as_secs_f64();
     bar.finish_and_clear();
@@ -481,6 +561,11 @@ async fn push_and_collect(d: &Delivery<'_>, fleet: &mut Fleet) -> anyhow::Result
     };
     let records = records?;
     let outcomes = fleet.collect(settle).await?;
+    let _ = stop_sampling.send(());
+    let samples = match sampler {
+        Some(task) => task.await.unwrap_or_default(),
+        None => Vec::new(),
+    };
     let after = sample(&common.pid);
     let cpu_us_per_pid = common
         .pid
@@ -498,20 +583,44 @@ async fn push_and_collect(d: &Delivery<'_>, fleet: &mut Fleet) -> anyhow::Result
         cpu_us_per_pid,
         push_secs,
         killed,
+        samples,
     })
 }
 
-/// Sends SIGKILL to `kill.pid` at `kill.after` past `started`.
+/// Reads `url` (node B's `/metrics`) every [`storm::SAMPLE_EVERY`] from
+/// `started` until `stop`.
+async fn sample_metrics(
+    url: String,
+    started: Instant,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
+) -> Vec<storm::Sample> {
+    let mut samples = Vec::new();
+    let mut every = tokio::time::interval(storm::SAMPLE_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            _ = &mut stop => return samples,
+            _ = every.tick() => {
+                if let Some(text) = scrape::page(&url).await {
+                    samples.push(storm::Sample::parse(&text, started.elapsed().as_secs_f64()));
+                }
+            }
+        }
+    }
+}
+
+/// Sends `kill.signal` to `kill.pid` at `kill.after` past `started`.
 async fn kill_later(kill: Kill, started: Instant) -> Killed {
     tokio::time::sleep_until(started + kill.after).await;
     let at_secs = started.elapsed().as_secs_f64();
     let status = tokio::process::Command::new("kill")
-        .args(["-KILL", &kill.pid.to_string()])
+        .args([&format!("-{}", kill.signal), &kill.pid.to_string()])
         .status()
         .await;
     let ok = matches!(status, Ok(s) if s.success());
     eprintln!(
-        "loadtest: killed pid {} with SIGKILL after {at_secs:.2} s ({})",
+        "loadtest: sent SIG{} to pid {} after {at_secs:.2} s ({})",
+        kill.signal,
         kill.pid,
         if ok { "ok" } else { "failed" }
     );
@@ -554,18 +663,5 @@ async fn wait_gauge(urls: &[String], name: &str, count: u64, bound: Duration) {
 
 /// The value of series `name` on a Prometheus text page.
 async fn gauge(url: &str, name: &str) -> Option<f64> {
-    let target = Target::parse(url).ok()?;
-    let stream = target::connect(target.resolve().await.ok()?, None)
-        .await
-        .ok()?;
-    let mut conn = HttpConn::new(stream);
-    let req = http::request("GET", &target.path, &target.host_header(), &[], b"");
-    conn.send(&req).await.ok()?;
-    let head = conn.read_head().await.ok()?;
-    let body = conn.read_body(&head).await.ok()?;
-    let text = String::from_utf8(body).ok()?;
-    text.lines().find_map(|l| {
-        l.strip_prefix(name)
-            .and_then(|rest| rest.trim().parse().ok())
-    })
+    scrape::series(&scrape::page(url).await?, name)
 }

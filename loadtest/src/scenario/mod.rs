@@ -18,6 +18,8 @@ mod counts;
 mod delivery;
 mod evict;
 mod idle;
+mod scrape;
+mod storm;
 
 /// A finished scenario: the report and the counts that are off.
 #[derive(Debug)]
@@ -39,6 +41,7 @@ pub async fn run(scenario: Scenario) -> anyhow::Result<(Finished, Common)> {
         Scenario::Evict(a) => a.common.clone(),
         Scenario::Mixed(a) => a.common.clone(),
         Scenario::Failover(a) => a.common.clone(),
+        Scenario::Storm(a) => a.common.clone(),
         Scenario::Worker | Scenario::Compare(_) | Scenario::CompareSummary(_) => {
             anyhow::bail!("not a scenario")
         }
@@ -55,6 +58,7 @@ pub async fn run(scenario: Scenario) -> anyhow::Result<(Finished, Common)> {
             Scenario::Evict(a) => evict::run(&a).await,
             Scenario::Mixed(a) => delivery::mixed(&a).await,
             Scenario::Failover(a) => delivery::failover(&a).await,
+            Scenario::Storm(a) => delivery::storm(&a).await,
             Scenario::Worker | Scenario::Compare(_) | Scenario::CompareSummary(_) => {
                 unreachable!("handled above")
             }
@@ -71,6 +75,8 @@ pub async fn run(scenario: Scenario) -> anyhow::Result<(Finished, Common)> {
 pub fn plan(common: &Common, expect: u64, churn: Option<Churn>, idle_timeout_ms: u64) -> Plan {
     Plan {
         failover: false,
+        one_home: false,
+        paced: false,
         per_worker: common.per_worker,
         sources: common.sources,
         connect_concurrency: common.connect_concurrency,

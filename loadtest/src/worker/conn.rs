@@ -1,5 +1,5 @@
-//! What every connection task shares: the dispatcher, frame handling, churn
-//! timing and reconnect back-off.
+//! The dispatcher of connection tasks and the life of a reconnecting
+//! client; the pieces the transports share are in [`super::flow`].
 
 use std::rc::Rc;
 use std::time::Duration;
@@ -7,29 +7,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::Ctx;
+use super::flow::{
+    CONNECT_TIMEOUT, Client, Flow, backoff, first_attempt, reconnect_failed, rng_for, told_delay,
+};
 use super::protocol::Kind;
-use crate::frames::{self, Inbound};
-use crate::rng::Rng;
-
-/// Longest a handshake (TCP connect to upgrade answer) may take.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
-/// Consecutive failed reconnects after which a connection gives up.
-pub const MAX_RECONNECT_FAILURES: u32 = 20;
-/// How long a clean close waits for the server's answer.
-pub const CLOSE_WAIT: Duration = Duration::from_secs(2);
-
-/// What a connection does after a frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Flow {
-    /// Keep reading.
-    Continue,
-    /// Open a new connection with the cursor.
-    Reconnect,
-    /// The server ended the connection without a close frame.
-    Dropped,
-    /// Stop: the server closed it, or the worker is done.
-    Closed,
-}
 
 /// A connection lived at least this long counts as healthy: its
 /// reconnect back-off starts over.
@@ -44,23 +25,6 @@ pub async fn run(ctx: Rc<Ctx>, i: usize) {
         Kind::Poll => super::poll::run(&ctx, i).await,
         Kind::Silent => super::silent::run(&ctx, i).await,
     }
-}
-
-/// A client that holds one connection at a time and may reconnect with
-/// its cursor (WebSocket, SSE).
-pub trait Client: Sized {
-    /// Opens a connection for `user` to gateway node `node`, resuming
-    /// from `cursor` if given.
-    async fn open(
-        ctx: &Ctx,
-        i: usize,
-        node: usize,
-        user: &str,
-        cursor: Option<&str>,
-    ) -> anyhow::Result<Self>;
-
-    /// Reads until the connection ends, keeping `cursor`; says what next.
-    async fn read(self, ctx: &Ctx, i: usize, cursor: &mut Option<String>, rng: &mut Rng) -> Flow;
 }
 
 /// The life of reconnecting client `i`: open, read, and reconnect with the
@@ -114,6 +78,13 @@ async fn reconnecting<C: Client>(ctx: &Ctx, i: usize) {
         }
         match flow {
             Flow::Reconnect => {}
+            Flow::Told { .. } if !ctx.spec.paced => {}
+            Flow::Told { retry_ms, draining } => {
+                if draining {
+                    node = ctx.next_node(node);
+                }
+                tokio::time::sleep(told_delay(retry_ms, &mut rng)).await;
+            }
             Flow::Dropped if ctx.spec.churn.is_some() || ctx.spec.failover => {
                 failures += 1;
                 node = ctx.next_node(node);
@@ -124,101 +95,4 @@ async fn reconnecting<C: Client>(ctx: &Ctx, i: usize) {
             Flow::Continue | Flow::Dropped | Flow::Closed => return,
         }
     }
-}
-
-/// Counts one inbound frame of connection `i` and keeps its cursor.
-pub fn on_frame(ctx: &Ctx, i: usize, frame: Inbound, cursor: &mut Option<String>) -> Flow {
-    let now = frames::now_us();
-    let mut tally = ctx.tally.borrow_mut();
-    match frame {
-        Inbound::Message {
-            seq,
-            ts_us,
-            cursor: c,
-        } => {
-            if c.is_some() {
-                *cursor = c;
-            }
-            tally.message(i, seq, ts_us, now);
-            Flow::Continue
-        }
-        Inbound::Recover {
-            complete,
-            cursor: c,
-        } => {
-            if c.is_some() {
-                *cursor = c;
-            }
-            tally.recovered(complete);
-            Flow::Continue
-        }
-        Inbound::Reconnect { cursor: c, reason } => {
-            if c.is_some() {
-                *cursor = c;
-            }
-            tally.closed(&format!("reconnect:{reason}"));
-            Flow::Reconnect
-        }
-        Inbound::Close { reason } => {
-            tally.closed(&reason);
-            Flow::Closed
-        }
-        Inbound::Other => Flow::Continue,
-    }
-}
-
-/// A first attempt finished; `Ok(handshake time)` or the error.
-pub fn first_attempt(ctx: &Ctx, result: Result<Duration, String>) {
-    let mut tally = ctx.tally.borrow_mut();
-    match result {
-        Ok(took) => tally.opened(took.as_micros() as u64),
-        Err(err) => tally.failed(&err),
-    }
-    ctx.attempts_done.set(ctx.attempts_done.get() + 1);
-}
-
-/// A reconnect failed: counts it and waits a back-off; `false` when the
-/// connection should give up.
-pub async fn reconnect_failed(ctx: &Ctx, failures: u32, err: &str) -> bool {
-    {
-        let mut tally = ctx.tally.borrow_mut();
-        tally.reconnected(false);
-        tally.error(err);
-    }
-    backoff(ctx, failures).await
-}
-
-/// Waits after the `failures`-th failure in a row; `false` when the
-/// connection should give up instead.
-async fn backoff(ctx: &Ctx, failures: u32) -> bool {
-    if failures >= MAX_RECONNECT_FAILURES || ctx.is_past_deadline() {
-        return false;
-    }
-    tokio::time::sleep(Duration::from_millis(50 * u64::from(failures))).await;
-    true
-}
-
-/// When a new connection of `ctx` should churn (reconnect), if it churns.
-pub fn churn_at(ctx: &Ctx, rng: &mut Rng) -> Instant {
-    match ctx.spec.churn {
-        Some(churn) => {
-            Instant::now() + Duration::from_millis(rng.between(churn.min_ms, churn.max_ms))
-        }
-        None => ctx.deadline,
-    }
-}
-
-/// Whether connection `i`, holding `cursor`, should reconnect now: churn
-/// is on, collecting has not begun, it has a cursor to resume from and it
-/// still misses messages.
-pub fn should_churn(ctx: &Ctx, i: usize, cursor: &Option<String>) -> bool {
-    ctx.spec.churn.is_some()
-        && !ctx.stopping.get()
-        && cursor.is_some()
-        && !ctx.tally.borrow().is_complete(i)
-}
-
-/// A per-connection generator.
-pub fn rng_for(ctx: &Ctx, i: usize) -> Rng {
-    Rng::new(ctx.spec.seed ^ ((i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)))
 }

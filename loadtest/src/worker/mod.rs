@@ -22,6 +22,7 @@ use crate::hist;
 use crate::target::{self, Target};
 
 mod conn;
+mod flow;
 mod poll;
 pub mod protocol;
 mod silent;
@@ -62,6 +63,8 @@ pub struct Ctx {
     pub deadline: Instant,
     /// When the next first attempt may start (with `connect_rate`).
     pub next_open: Cell<Instant>,
+    /// Back-off jitter (with `paced`).
+    pub rng: RefCell<crate::rng::Rng>,
 }
 
 /// One gateway node of the worker's URL list.
@@ -76,6 +79,9 @@ pub struct Node {
 impl Ctx {
     /// The node local connection `i` starts on.
     pub fn home(&self, i: usize) -> usize {
+        if self.spec.one_home {
+            return 0;
+        }
         target::node_of(self.spec.first_conn + i as u64, self.nodes.len())
     }
 
@@ -158,6 +164,7 @@ async fn run() -> anyhow::Result<()> {
         stopping: Cell::new(false),
         attempts_done: Cell::new(0),
         next_open: Cell::new(started),
+        rng: RefCell::new(crate::rng::Rng::new(spec.seed ^ spec.first_conn)),
         deadline: started + Duration::from_secs(spec.lifetime_secs),
         nodes,
         spec,

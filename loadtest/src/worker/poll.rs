@@ -14,7 +14,7 @@ use anyhow::{Context as _, bail};
 use tokio::time::Instant;
 
 use super::Ctx;
-use super::conn::{self, CONNECT_TIMEOUT, Flow};
+use super::flow::{self, CONNECT_TIMEOUT, Flow};
 use crate::frames;
 use crate::http::{self, HttpConn};
 use crate::target;
@@ -50,11 +50,11 @@ pub async fn run(ctx: &Ctx, i: usize) {
                             _ => "connect timed out".to_owned(),
                         };
                         if first {
-                            return conn::first_attempt(ctx, Err(err));
+                            return flow::first_attempt(ctx, Err(err));
                         }
                         failures += 1;
                         node = ctx.next_node(node);
-                        if conn::reconnect_failed(ctx, failures, &err).await {
+                        if flow::reconnect_failed(ctx, failures, &err).await {
                             continue;
                         }
                         return;
@@ -74,14 +74,14 @@ pub async fn run(ctx: &Ctx, i: usize) {
         let request = http::request("GET", &path, &target.host_header(), &headers, b"");
         if let Err(err) = current.send(&request).await {
             if first {
-                return conn::first_attempt(ctx, Err(format!("send: {err}")));
+                return flow::first_attempt(ctx, Err(format!("send: {err}")));
             }
             continue;
         }
         if first {
             // A poll counts as open once its request is out: from here it
             // is parked at the server.
-            conn::first_attempt(ctx, Ok(started.elapsed()));
+            flow::first_attempt(ctx, Ok(started.elapsed()));
             first = false;
         }
         let answer = tokio::time::timeout_at(ctx.deadline, exchange(&mut current)).await;
@@ -93,7 +93,7 @@ pub async fn run(ctx: &Ctx, i: usize) {
                     validators = next;
                 }
                 for frame in frames::parse_array(&body) {
-                    if conn::on_frame(ctx, i, frame, &mut cursor) == Flow::Closed {
+                    if flow::on_frame(ctx, i, frame, &mut cursor) == Flow::Closed {
                         return;
                     }
                 }
@@ -111,7 +111,7 @@ pub async fn run(ctx: &Ctx, i: usize) {
             Err(err) => {
                 failures += 1;
                 node = ctx.next_node(node);
-                if !conn::reconnect_failed(ctx, failures, &format!("{err:#}")).await {
+                if !flow::reconnect_failed(ctx, failures, &format!("{err:#}")).await {
                     return;
                 }
                 tokio::time::sleep(Duration::from_millis(10)).await;

@@ -73,6 +73,19 @@ pub struct Spec {
     /// A connection whose node goes away (its socket ends, or a reconnect
     /// is refused) reconnects with its cursor to the next node of `urls`.
     pub failover: bool,
+    /// Every connection starts on the first node of `urls` (the storm
+    /// scenario), instead of connection k on node k mod nodes.
+    #[serde(default)]
+    pub one_home: bool,
+    /// Reconnect as `pushgate.js` does: after a `reconnect` frame wait its
+    /// `retry_ms` plus up to half again (at most 5 s more), and move to
+    /// the next node after a `draining` one (as a load balancer would);
+    /// after a drop or a refused reconnect wait a full-jitter exponential
+    /// back-off (0 to 500 ms * 2^(failures - 1), at most 30 s). Without it
+    /// a `reconnect` frame is followed at once and a failure waits
+    /// 50 ms * failures.
+    #[serde(default)]
+    pub paced: bool,
     /// The gateway's idle timeout, ms (silent clients measure against it).
     pub idle_timeout_ms: u64,
     /// Query parameter that carries a cursor on reconnect.
@@ -179,6 +192,9 @@ pub struct Outcome {
     pub reconnects: u64,
     /// Reconnect attempts that failed.
     pub reconnect_failures: u64,
+    /// Of those, refused with `503` (draining, a connection limit).
+    #[serde(default)]
+    pub reconnects_refused_503: u64,
     /// Connections the server dropped without a close frame.
     pub dropped: u64,
     /// `close` frames by reason, and (silent clients) WebSocket close codes.

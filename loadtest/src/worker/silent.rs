@@ -8,7 +8,7 @@ use base64::Engine as _;
 use tokio::time::Instant;
 
 use super::Ctx;
-use super::conn::{self, CONNECT_TIMEOUT};
+use super::flow::{self, CONNECT_TIMEOUT};
 use super::tally::Opened;
 use crate::frames::{self, Inbound};
 use crate::http::{self, HttpConn};
@@ -25,11 +25,11 @@ pub async fn run(ctx: &Ctx, i: usize) {
     let ((started, request_us), opened) = opened;
     let mut conn = match opened {
         Ok(Ok(conn)) => conn,
-        Ok(Err(err)) => return conn::first_attempt(ctx, Err(format!("{err:#}"))),
-        Err(_) => return conn::first_attempt(ctx, Err("handshake timed out".into())),
+        Ok(Err(err)) => return flow::first_attempt(ctx, Err(format!("{err:#}"))),
+        Err(_) => return flow::first_attempt(ctx, Err("handshake timed out".into())),
     };
     let open_us = frames::now_us();
-    conn::first_attempt(ctx, Ok(started.elapsed()));
+    flow::first_attempt(ctx, Ok(started.elapsed()));
     let mut close_us = None;
     loop {
         let frames_done = match read_frames(conn.buffered()) {
@@ -64,7 +64,7 @@ async fn open(ctx: &Ctx, i: usize) -> anyhow::Result<HttpConn> {
         .await
         .context("connect")?;
     let mut conn = HttpConn::new(stream);
-    let mut rng = conn::rng_for(ctx, i);
+    let mut rng = flow::rng_for(ctx, i);
     let key_bytes: Vec<u8> = (0..2).flat_map(|_| rng.next_u64().to_le_bytes()).collect();
     let key = base64::engine::general_purpose::STANDARD.encode(key_bytes);
     let path = node.target.path_for(&ctx.user(i), None);

@@ -3,7 +3,7 @@
 
 use anyhow::{Context as _, bail};
 
-use super::conn::{self, Flow};
+use super::flow::{self, Flow};
 use super::{Ctx, Node};
 use crate::frames;
 use crate::http::{self, Chunked, HttpConn};
@@ -17,7 +17,7 @@ pub struct SseClient {
     chunked: Option<Chunked>,
 }
 
-impl conn::Client for SseClient {
+impl flow::Client for SseClient {
     async fn open(
         ctx: &Ctx,
         i: usize,
@@ -71,7 +71,7 @@ async fn read(
     let mut parser = Parser::default();
     let mut decoded = Vec::new();
     let mut events = Vec::new();
-    let churn = tokio::time::sleep_until(conn::churn_at(ctx, rng));
+    let churn = tokio::time::sleep_until(flow::churn_at(ctx, rng));
     tokio::pin!(churn);
     let mut churning = ctx.spec.churn.is_some();
     loop {
@@ -88,7 +88,7 @@ async fn read(
         parser.feed(&decoded, &mut events);
         decoded.clear();
         for event in events.drain(..) {
-            match conn::on_frame(ctx, i, frames::parse(&event.data), cursor) {
+            match flow::on_frame(ctx, i, frames::parse(&event.data), cursor) {
                 Flow::Continue => {}
                 other => return other,
             }
@@ -100,7 +100,7 @@ async fn read(
                 return Flow::Dropped;
             },
             () = &mut churn, if churning => {
-                if conn::should_churn(ctx, i, cursor) {
+                if flow::should_churn(ctx, i, cursor) {
                     return Flow::Reconnect;
                 }
                 churning = false;

@@ -106,6 +106,11 @@ impl Tally {
         }
     }
 
+    /// A reconnect was refused with `503`.
+    pub fn refused_503(&mut self) {
+        self.out.reconnects_refused_503 += 1;
+    }
+
     /// The server dropped a connection without a close frame.
     pub fn dropped(&mut self) {
         self.out.dropped += 1;

@@ -12,7 +12,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 use super::Ctx;
-use super::conn::{self, CLOSE_WAIT, Flow};
+use super::flow::{self, CLOSE_WAIT, Flow};
 use crate::frames;
 use crate::rng::Rng;
 use crate::target;
@@ -26,7 +26,7 @@ type Ws = WebSocketStream<TcpStream>;
 /// A WebSocket client.
 pub struct WsClient(Ws);
 
-impl conn::Client for WsClient {
+impl flow::Client for WsClient {
     async fn open(
         ctx: &Ctx,
         i: usize,
@@ -53,7 +53,7 @@ impl conn::Client for WsClient {
 
 /// Reads until the connection ends; says what next.
 async fn read(ctx: &Ctx, i: usize, mut ws: Ws, cursor: &mut Option<String>, rng: &mut Rng) -> Flow {
-    let churn = tokio::time::sleep_until(conn::churn_at(ctx, rng));
+    let churn = tokio::time::sleep_until(flow::churn_at(ctx, rng));
     tokio::pin!(churn);
     let mut churning = ctx.spec.churn.is_some();
     loop {
@@ -61,7 +61,7 @@ async fn read(ctx: &Ctx, i: usize, mut ws: Ws, cursor: &mut Option<String>, rng:
             biased;
             read = ws.next() => match read {
                 Some(Ok(Message::Text(text))) => {
-                    match conn::on_frame(ctx, i, frames::parse(text.as_bytes()), cursor) {
+                    match flow::on_frame(ctx, i, frames::parse(text.as_bytes()), cursor) {
                         Flow::Continue => {}
                         Flow::Closed => {
                             drain(ctx, i, &mut ws, cursor).await;
@@ -78,7 +78,7 @@ async fn read(ctx: &Ctx, i: usize, mut ws: Ws, cursor: &mut Option<String>, rng:
                 }
             },
             () = &mut churn, if churning => {
-                if conn::should_churn(ctx, i, cursor) {
+                if flow::should_churn(ctx, i, cursor) {
                     if rng.next_u64() & 1 == 0 {
                         let _ = tokio::time::timeout(CLOSE_WAIT, ws.close(None)).await;
                         drain(ctx, i, &mut ws, cursor).await;
@@ -98,7 +98,7 @@ async fn drain(ctx: &Ctx, i: usize, ws: &mut Ws, cursor: &mut Option<String>) {
     let until = Instant::now() + CLOSE_WAIT;
     while let Ok(Some(Ok(message))) = tokio::time::timeout_at(until, ws.next()).await {
         if let Message::Text(text) = message {
-            let _ = conn::on_frame(ctx, i, frames::parse(text.as_bytes()), cursor);
+            let _ = flow::on_frame(ctx, i, frames::parse(text.as_bytes()), cursor);
         }
     }
 }

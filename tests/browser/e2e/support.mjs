@@ -96,6 +96,7 @@ export class Gateway {
 [server]
 listen = "127.0.0.1:${this.port}"
 drain_timeout_secs = 3
+drain_spread_secs = 0
 static_dir = ${JSON.stringify(STATIC_DIR)}
 
 [session]

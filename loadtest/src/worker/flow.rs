@@ -1,0 +1,218 @@
+//! What every connection task shares, below the dispatcher and the
+//! transports: the client trait, frame handling, churn timing and
+//! reconnect back-off.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::Ctx;
+use crate::frames::{self, Inbound};
+use crate::rng::Rng;
+
+/// Longest a handshake (TCP connect to upgrade answer) may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Consecutive failed reconnects after which a connection gives up.
+pub const MAX_RECONNECT_FAILURES: u32 = 20;
+/// How long a clean close waits for the server's answer.
+pub const CLOSE_WAIT: Duration = Duration::from_secs(2);
+
+/// What a connection does after a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// Keep reading.
+    Continue,
+    /// Open a new connection with the cursor (churn).
+    Reconnect,
+    /// The gateway sent a `reconnect` frame: open a new connection with
+    /// its cursor.
+    Told {
+        /// The frame's `retry_ms`.
+        retry_ms: u64,
+        /// Its reason was `draining`: the node is going away.
+        draining: bool,
+    },
+    /// The server ended the connection without a close frame.
+    Dropped,
+    /// Stop: the server closed it, or the worker is done.
+    Closed,
+}
+
+/// A client that holds one connection at a time and may reconnect with
+/// its cursor (WebSocket, SSE).
+pub trait Client: Sized {
+    /// Opens a connection for `user` to gateway node `node`, resuming
+    /// from `cursor` if given.
+    async fn open(
+        ctx: &Ctx,
+        i: usize,
+        node: usize,
+        user: &str,
+        cursor: Option<&str>,
+    ) -> anyhow::Result<Self>;
+
+    /// Reads until the connection ends, keeping `cursor`; says what next.
+    async fn read(self, ctx: &Ctx, i: usize, cursor: &mut Option<String>, rng: &mut Rng) -> Flow;
+}
+
+/// Counts one inbound frame of connection `i` and keeps its cursor.
+pub fn on_frame(ctx: &Ctx, i: usize, frame: Inbound, cursor: &mut Option<String>) -> Flow {
+    let now = frames::now_us();
+    let mut tally = ctx.tally.borrow_mut();
+    match frame {
+        Inbound::Message {
+            seq,
+            ts_us,
+            cursor: c,
+        } => {
+            if c.is_some() {
+                *cursor = c;
+            }
+            tally.message(i, seq, ts_us, now);
+            Flow::Continue
+        }
+        Inbound::Recover {
+            complete,
+            cursor: c,
+        } => {
+            if c.is_some() {
+                *cursor = c;
+            }
+            tally.recovered(complete);
+            Flow::Continue
+        }
+        Inbound::Reconnect {
+            cursor: c,
+            reason,
+            retry_ms,
+        } => {
+            if c.is_some() {
+                *cursor = c;
+            }
+            tally.closed(&format!("reconnect:{reason}"));
+            Flow::Told {
+                retry_ms,
+                draining: reason == "draining",
+            }
+        }
+        Inbound::Close { reason } => {
+            tally.closed(&reason);
+            Flow::Closed
+        }
+        Inbound::Other => Flow::Continue,
+    }
+}
+
+/// A first attempt finished; `Ok(handshake time)` or the error.
+pub fn first_attempt(ctx: &Ctx, result: Result<Duration, String>) {
+    let mut tally = ctx.tally.borrow_mut();
+    match result {
+        Ok(took) => tally.opened(took.as_micros() as u64),
+        Err(err) => tally.failed(&err),
+    }
+    ctx.attempts_done.set(ctx.attempts_done.get() + 1);
+}
+
+/// A reconnect failed: counts it and waits a back-off; `false` when the
+/// connection should give up.
+pub async fn reconnect_failed(ctx: &Ctx, failures: u32, err: &str) -> bool {
+    {
+        let mut tally = ctx.tally.borrow_mut();
+        tally.reconnected(false);
+        if err.contains("503") {
+            tally.refused_503();
+        }
+        tally.error(err);
+    }
+    backoff(ctx, failures).await
+}
+
+/// Waits after the `failures`-th failure in a row; `false` when the
+/// connection should give up instead.
+pub async fn backoff(ctx: &Ctx, failures: u32) -> bool {
+    if failures >= MAX_RECONNECT_FAILURES || ctx.is_past_deadline() {
+        return false;
+    }
+    let wait = if ctx.spec.paced {
+        jitter_backoff(failures, &mut ctx.rng.borrow_mut())
+    } else {
+        Duration::from_millis(50 * u64::from(failures))
+    };
+    tokio::time::sleep(wait).await;
+    true
+}
+
+/// First ceiling of the paced back-off, ms (`pushgate.js`'s
+/// `backoffBaseMs`).
+const PACED_BACKOFF_BASE_MS: u64 = 500;
+/// Its cap, ms (`backoffMaxMs`).
+const PACED_BACKOFF_MAX_MS: u64 = 30_000;
+/// Most a `reconnect` frame's wait grows by its jitter, ms.
+const PACED_RETRY_JITTER_MAX_MS: u64 = 5_000;
+
+/// The paced wait after the `failures`-th failure in a row (from 1): full
+/// jitter, 0 to 500 ms * 2^(failures - 1), at most 30 s, as `pushgate.js`'s
+/// `backoffDelay`.
+pub fn jitter_backoff(failures: u32, rng: &mut Rng) -> Duration {
+    let exponent = failures.saturating_sub(1).min(30);
+    let ceiling = (PACED_BACKOFF_BASE_MS << exponent).min(PACED_BACKOFF_MAX_MS);
+    Duration::from_millis(rng.between(0, ceiling.saturating_sub(1)))
+}
+
+/// The paced wait after a `reconnect` frame: its `retry_ms` plus up to
+/// half again (at most 5 s more), as `pushgate.js`'s `reconnectDelay`.
+pub fn told_delay(retry_ms: u64, rng: &mut Rng) -> Duration {
+    let jitter = (retry_ms / 2).min(PACED_RETRY_JITTER_MAX_MS);
+    let extra = if jitter == 0 {
+        0
+    } else {
+        rng.between(0, jitter - 1)
+    };
+    Duration::from_millis(retry_ms.saturating_add(extra))
+}
+
+/// When a new connection of `ctx` should churn (reconnect), if it churns.
+pub fn churn_at(ctx: &Ctx, rng: &mut Rng) -> Instant {
+    match ctx.spec.churn {
+        Some(churn) => {
+            Instant::now() + Duration::from_millis(rng.between(churn.min_ms, churn.max_ms))
+        }
+        None => ctx.deadline,
+    }
+}
+
+/// Whether connection `i`, holding `cursor`, should reconnect now: churn
+/// is on, collecting has not begun, it has a cursor to resume from and it
+/// still misses messages.
+pub fn should_churn(ctx: &Ctx, i: usize, cursor: &Option<String>) -> bool {
+    ctx.spec.churn.is_some()
+        && !ctx.stopping.get()
+        && cursor.is_some()
+        && !ctx.tally.borrow().is_complete(i)
+}
+
+/// A per-connection generator.
+pub fn rng_for(ctx: &Ctx, i: usize) -> Rng {
+    Rng::new(ctx.spec.seed ^ ((i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paced_waits_are_those_of_pushgate_js() {
+        let mut rng = Rng::new(7);
+        for _ in 0..1000 {
+            let told = told_delay(1000, &mut rng).as_millis();
+            assert!((1000..1500).contains(&told), "{told}");
+            let big = told_delay(60_000, &mut rng).as_millis();
+            assert!((60_000..65_000).contains(&big), "{big}");
+            assert!(jitter_backoff(1, &mut rng) < Duration::from_millis(500));
+            assert!(jitter_backoff(3, &mut rng) < Duration::from_millis(2000));
+            assert!(jitter_backoff(40, &mut rng) < Duration::from_secs(30));
+        }
+        assert_eq!(told_delay(0, &mut rng), Duration::ZERO);
+        assert_eq!(told_delay(1, &mut rng), Duration::from_millis(1));
+    }
+}
