@@ -229,8 +229,7 @@ pub(super) fn metrics(metrics: &MetricsConfig, server: &ServerConfig, errors: &m
     );
 }
 
-/// Parses `value` as `ip:port`, recording a problem if it is not one.
-/// `level` parses as `tracing` filter directives, and a bare word is a
+/// `[log]`: `level` parses as `tracing` filter directives, and a bare word is a
 /// level: `tracing` would read a misspelt level (`"debgu"`) as a target
 /// name and quietly log nothing of ours.
 pub(super) fn log(log: &LogConfig, errors: &mut ConfigErrors) {
@@ -254,6 +253,7 @@ pub(super) fn log(log: &LogConfig, errors: &mut ConfigErrors) {
     );
 }
 
+/// Parses `value` as `ip:port`, recording a problem if it is not one.
 fn socket_addr(path: &str, value: &str, errors: &mut ConfigErrors) -> Option<SocketAddr> {
     let addr = value.parse().ok();
     errors.check(
