@@ -5,6 +5,7 @@ pub mod client;
 pub mod cors;
 pub mod frame;
 pub mod longpoll;
+pub mod pipelined;
 pub mod sse;
 pub mod websocket;
 pub mod wire;
