@@ -14,6 +14,7 @@ pub mod bus;
 pub mod config;
 pub mod gateway;
 pub mod history;
+pub mod linger;
 pub mod metrics;
 pub mod peers;
 pub mod server;

@@ -32,6 +32,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::api::error::ApiError;
 use crate::config::LimitsConfig;
+use crate::linger::Linger;
 use crate::metrics::ConnRefusal;
 
 /// Seconds a client refused for holding too many connections is asked to
@@ -201,11 +202,17 @@ impl Drop for PeerPermit {
 ///
 /// It may also carry bytes already read from the socket (by the front door
 /// that reads request heads itself): reads return those first.
+///
+/// Shutting it down (which is how hyper closes a connection, after its
+/// last answer) is a lingering close (see `crate::linger`): the client's
+/// unread bytes are drained so the answer is not lost to a reset.
 #[derive(Debug)]
 pub struct PeerStream<S> {
     inner: S,
     permit: PeerPermit,
     unread: Bytes,
+    /// Set once shutting down has begun.
+    linger: Option<Linger>,
 }
 
 impl<S> PeerStream<S> {
@@ -215,6 +222,7 @@ impl<S> PeerStream<S> {
             inner,
             permit,
             unread: Bytes::new(),
+            linger: None,
         }
     }
 
@@ -260,7 +268,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for PeerStream<S> {
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for PeerStream<S> {
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for PeerStream<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -285,8 +293,15 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for PeerStream<S> {
         Pin::new(&mut self.inner).poll_flush(cx)
     }
 
+    /// A lingering close: the write half is shut, then what the client
+    /// still sends is discarded until it closes (bounded in bytes and time).
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
+        let this = &mut *self;
+        // Bytes the front door read ahead are as unread as the rest.
+        this.unread = Bytes::new();
+        this.linger
+            .get_or_insert_with(Linger::new)
+            .poll_close(cx, &mut this.inner)
     }
 }
 

@@ -18,7 +18,10 @@
 //!
 //! While an answer waits, the socket is read (`transport::pipelined`): a
 //! client that leaves is noticed at once, and what it sends meanwhile is
-//! kept up to a small bound for the next request.
+//! kept up to a small bound for the next request. A connection that ends
+//! after an answer ends with a lingering close (`crate::linger`), so a
+//! client with bytes still unread by the gateway reads its answer rather
+//! than a reset.
 
 use std::io;
 use std::net::SocketAddr;
@@ -33,6 +36,7 @@ use super::admission::{self, Phase};
 use super::head::{self, Head, Native, Parsed};
 use super::{MAX_HEADERS, MAX_REQUEST_HEAD_BYTES};
 use crate::gateway::Gateway;
+use crate::linger;
 use crate::peers::PeerStream;
 use crate::transport::pipelined::Pipelined;
 use crate::transport::{longpoll, sse};
@@ -77,7 +81,14 @@ pub async fn serve(
         };
         match pipelined.into_next() {
             Some(next) if open => buf = next,
-            _ => return,
+            _ => {
+                // Every direct socket was forgotten when its poll or
+                // stream ended.
+                if let Ok(tcp) = Arc::try_unwrap(tcp) {
+                    linger::close(tcp).await;
+                }
+                return;
+            }
         }
     }
     // Every direct socket was forgotten when its poll or stream ended.

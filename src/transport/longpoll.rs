@@ -67,6 +67,9 @@ pub async fn answer_raw(
     let answer = poll(gw, head.request);
     tokio::pin!(answer);
     let resp = tokio::select! {
+        // An answer ready at once (a refusal) is given even to a client
+        // that has sent everything and shut its side already.
+        biased;
         resp = &mut answer => resp,
         // Dropping the parked poll detaches it.
         () = pipelined.closed(tcp) => return false,
