@@ -326,13 +326,29 @@ pub struct LimitsConfig {
     /// Most open TCP connections to the main listener from one client
     /// address (an IPv4 address, or an IPv6 /64), counted from accept until
     /// the connection closes (WebSockets and SSE streams included); more are
-    /// refused (`503 ip_limit`). Default 1000; 0 means unlimited. Behind a
-    /// proxy every connection comes from the proxy's address: set 0.
+    /// refused (`503 ip_limit`). Default 0: unlimited, because an office or
+    /// a carrier's NAT puts thousands of users behind one address (see
+    /// README, "Limits", for a setting when the gateway faces the internet
+    /// without a proxy). Behind a proxy every connection comes from the
+    /// proxy's address: leave it 0.
     pub max_connections_per_ip: usize,
     /// New TCP connections per second from one client address (bursts up
-    /// to this many); more are refused (`503 ip_limit`). Default 100; 0
-    /// means unlimited.
+    /// to this many); more are refused (`503 ip_limit`). Default 0:
+    /// unlimited (see `max_connections_per_ip`).
     pub connection_rate_per_ip: u32,
+    /// New TCP connections per second to the main listener from all
+    /// addresses together: what protects the process in a reconnect storm
+    /// or a flood, whoever sends it. More are refused (`503 overloaded`,
+    /// with a `Retry-After` spread over `connection_retry_spread_secs`).
+    /// Default 5000; 0 means unlimited.
+    pub connection_rate: u32,
+    /// New connections admitted at once above `connection_rate` before it
+    /// applies (the bucket's size). Default 10000; must be >= 1.
+    pub connection_burst: u32,
+    /// A connection refused by `connection_rate` is told to retry after a
+    /// whole number of seconds drawn uniformly from `1..=` this, so refused
+    /// clients do not come back together. Default 10; 1..=3600.
+    pub connection_retry_spread_secs: u64,
 }
 
 impl Default for LimitsConfig {
@@ -343,8 +359,11 @@ impl Default for LimitsConfig {
             max_client_frame_bytes: 4096,
             outbound_queue: 256,
             push_rate_per_sec: 1000,
-            max_connections_per_ip: 1000,
-            connection_rate_per_ip: 100,
+            max_connections_per_ip: 0,
+            connection_rate_per_ip: 0,
+            connection_rate: 5000,
+            connection_burst: 10_000,
+            connection_retry_spread_secs: 10,
         }
     }
 }

@@ -252,6 +252,15 @@ fn validate_checks_each_rule() {
             "limits.max_push_bytes",
         ),
         (|c| c.limits.max_push_users = 0, "limits.max_push_users"),
+        (|c| c.limits.connection_burst = 0, "limits.connection_burst"),
+        (
+            |c| c.limits.connection_retry_spread_secs = 0,
+            "limits.connection_retry_spread_secs",
+        ),
+        (
+            |c| c.limits.connection_retry_spread_secs = 3601,
+            "limits.connection_retry_spread_secs",
+        ),
         (
             |c| c.limits.max_client_frame_bytes = 63,
             "limits.max_client_frame_bytes",
@@ -325,12 +334,17 @@ fn env_overlay_sets_the_hardening_keys() {
 }
 
 #[test]
-fn hardening_defaults_protect_a_directly_exposed_gateway() {
+fn hardening_defaults_protect_the_process_and_lock_out_no_shared_address() {
     let config = Config::default();
     assert_eq!(config.server.body_timeout_secs, 10);
     assert_eq!(config.server.tls_cert, None);
-    assert_eq!(config.limits.max_connections_per_ip, 1000);
-    assert_eq!(config.limits.connection_rate_per_ip, 100);
+    // Per address: off, so an office or a carrier's NAT is never refused.
+    assert_eq!(config.limits.max_connections_per_ip, 0);
+    assert_eq!(config.limits.connection_rate_per_ip, 0);
+    // For the node, whatever the addresses.
+    assert_eq!(config.limits.connection_rate, 5000);
+    assert_eq!(config.limits.connection_burst, 10_000);
+    assert_eq!(config.limits.connection_retry_spread_secs, 10);
 }
 
 #[test]

@@ -140,6 +140,18 @@ pub(super) fn limits(limits: &LimitsConfig, errors: &mut ConfigErrors) {
         limits.outbound_queue as u64,
         errors,
     );
+    positive(
+        "limits.connection_burst",
+        u64::from(limits.connection_burst),
+        errors,
+    );
+    in_range(
+        "limits.connection_retry_spread_secs",
+        limits.connection_retry_spread_secs,
+        1,
+        3600,
+        errors,
+    );
 }
 
 pub(super) fn broker(broker: &BrokerConfig, errors: &mut ConfigErrors) {
