@@ -116,7 +116,9 @@ where
     }
 }
 
-fn is_json(content_type: Option<&HeaderValue>) -> bool {
+/// Whether a `Content-Type` value is `application/json` (parameters such
+/// as `charset` aside).
+pub(crate) fn is_json(content_type: Option<&HeaderValue>) -> bool {
     content_type
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split(';').next())

@@ -25,11 +25,13 @@ mod mask;
 mod validate;
 
 /// The `auth.secret` shipped in the repository's `config.toml`, a
-/// development value. The binary warns when it is in use.
+/// development value published in README. The binary warns when it is in
+/// use, and refuses it on a `server.listen` address other than loopback.
 pub const SHIPPED_DEV_SECRET: &str = "dev-only-secret-replace-in-production-7f3a9c2e";
 
 /// The `auth.api_key` shipped in the repository's `config.toml`, a
-/// development value. The binary warns when it is in use.
+/// development value published in README. The binary warns when it is in
+/// use, and refuses it on a `server.listen` address other than loopback.
 pub const SHIPPED_DEV_API_KEY: &str = "dev-only-api-key-replace-in-production-4b8d1e6a";
 
 /// Shortest accepted `auth.secret` and `auth.api_key`, in bytes.
@@ -452,8 +454,14 @@ impl MetricsConfig {
 pub struct DemoConfig {
     /// Adds `/demo/token` and `/demo/push` (unauthenticated token minting
     /// and pushing) for the demo page. Default false; must be off in
-    /// production.
+    /// production. Refused on a `server.listen` address other than
+    /// loopback unless `allow_public` is set.
     pub enabled: bool,
+    /// Lets demo mode run on an address other than loopback: for a
+    /// deliberate public demo, where anyone may act as any user. Default
+    /// false. The development keys shipped in `config.toml` stay refused
+    /// off loopback whatever this says.
+    pub allow_public: bool,
 }
 
 /// Why a configuration could not be loaded.
@@ -592,6 +600,7 @@ impl Config {
         validate::limits(&self.limits, &mut errors);
         validate::broker(&self.broker, &mut errors);
         validate::metrics(&self.metrics, &self.server, &mut errors);
+        validate::exposure(self, &mut errors);
         if errors.problems.is_empty() {
             Ok(())
         } else {
