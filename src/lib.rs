@@ -18,6 +18,7 @@ pub mod deadlines;
 pub mod gateway;
 pub mod history;
 pub mod http;
+pub mod linger;
 pub mod metrics;
 pub mod peers;
 pub mod protocol;

@@ -32,8 +32,9 @@ pub mod names {
     pub const BUS_RECONNECTS_TOTAL: &str = "pushgate_bus_reconnects_total";
     /// Counter, by `code`: API requests refused, by their stable error code.
     pub const REQUESTS_REFUSED_TOTAL: &str = "pushgate_requests_refused_total";
-    /// Counter, by `reason` (ip_limit, ip_rate, tls): TCP connections to the
-    /// main listener refused or dropped before any request was served.
+    /// Counter, by `reason` (ip_limit, ip_rate, node_rate, tls): TCP
+    /// connections to the main listener refused or dropped before any
+    /// request was served.
     pub const CONNECTIONS_REFUSED_TOTAL: &str = "pushgate_connections_refused_total";
     /// Gauge: `[session] max_connections`, so alerts can compare
     /// `pushgate_connections` with it.
@@ -96,6 +97,8 @@ pub enum ConnRefusal {
     IpLimit,
     /// Its address opened more than `[limits] connection_rate_per_ip` a second.
     IpRate,
+    /// The node took more than `[limits] connection_rate` a second.
+    NodeRate,
     /// The TLS handshake failed or timed out, or the client spoke plain HTTP
     /// to the TLS listener.
     Tls,
@@ -103,13 +106,14 @@ pub enum ConnRefusal {
 
 impl ConnRefusal {
     /// Every reason, in label order.
-    pub const ALL: [ConnRefusal; 3] = [Self::IpLimit, Self::IpRate, Self::Tls];
+    pub const ALL: [ConnRefusal; 4] = [Self::IpLimit, Self::IpRate, Self::NodeRate, Self::Tls];
 
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::IpLimit => "ip_limit",
             Self::IpRate => "ip_rate",
+            Self::NodeRate => "node_rate",
             Self::Tls => "tls",
         }
     }
@@ -218,7 +222,7 @@ pub struct Counters {
     /// Published personal messages.
     pub published_user: Counter,
     evictions: [Counter; 5],
-    refusals: [Counter; 3],
+    refusals: [Counter; 4],
 }
 
 impl Counters {

@@ -1,6 +1,14 @@
-//! Per-client-address limits on TCP connections to the main listener: how
-//! many may be open at once (`[limits] max_connections_per_ip`) and how fast
-//! new ones may come (`[limits] connection_rate_per_ip`).
+//! Limits on new TCP connections to the main listener: per client address,
+//! how many may be open at once (`[limits] max_connections_per_ip`) and how
+//! fast new ones may come (`[limits] connection_rate_per_ip`), both off by
+//! default; and for the whole node, how fast new ones may come from all
+//! addresses together (`[limits] connection_rate` and `connection_burst`),
+//! which protects the process whatever the addresses.
+//!
+//! A connection refused by the node's rate is told to come back after a
+//! number of seconds drawn at random from `1..=connection_retry_spread_secs`
+//! (`Retry-After`): clients refused in the same second then come back
+//! spread over that many seconds instead of together.
 //!
 //! A connection counts from accept until its socket closes. The count
 //! travels with the socket in a [`PeerStream`]: a WebSocket that hyper
@@ -26,12 +34,13 @@ use bytes::{Buf, Bytes};
 use dashmap::DashMap;
 use dashmap::mapref::entry::Entry;
 use governor::clock::{Clock, DefaultClock};
-use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
 use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::config::LimitsConfig;
 use crate::http::error::ApiError;
+use crate::linger::Linger;
 use crate::metrics::ConnRefusal;
 
 /// Seconds a client refused for holding too many connections is asked to
@@ -64,6 +73,12 @@ pub enum PeerRefusal {
         /// When its next connection would be admitted, rounded up.
         retry_after_secs: u64,
     },
+    /// The node took more than `connection_rate` a second (past its burst).
+    #[error("too many new connections to this node")]
+    Overloaded {
+        /// Drawn at random from `1..=connection_retry_spread_secs`.
+        retry_after_secs: u64,
+    },
 }
 
 impl PeerRefusal {
@@ -72,27 +87,29 @@ impl PeerRefusal {
         match self {
             Self::TooMany => ConnRefusal::IpLimit,
             Self::TooFast { .. } => ConnRefusal::IpRate,
+            Self::Overloaded { .. } => ConnRefusal::NodeRate,
         }
     }
 
-    /// The answer a refused plain-HTTP client gets: `503 ip_limit`.
+    /// The answer a refused plain-HTTP client gets: `503 ip_limit` for an
+    /// address's limits, `503 overloaded` for the node's rate.
     pub fn into_api_error(self) -> ApiError {
-        let retry_after_secs = match self {
-            Self::TooMany => IP_LIMIT_RETRY_AFTER_SECS,
-            Self::TooFast { retry_after_secs } => retry_after_secs,
-        };
-        let reason = match self {
-            Self::TooMany => "too many connections from this address",
-            Self::TooFast { .. } => "connecting too fast from this address",
-        };
-        ApiError::IpLimit {
-            retry_after_secs,
-            reason,
+        match self {
+            Self::TooMany => ApiError::IpLimit {
+                retry_after_secs: IP_LIMIT_RETRY_AFTER_SECS,
+                reason: "too many connections from this address",
+            },
+            Self::TooFast { retry_after_secs } => ApiError::IpLimit {
+                retry_after_secs,
+                reason: "connecting too fast from this address",
+            },
+            Self::Overloaded { retry_after_secs } => ApiError::Overloaded { retry_after_secs },
         }
     }
 }
 
-/// Open connections and connection rate, per client address.
+/// Open connections and connection rate, per client address, and the
+/// node's connection rate.
 #[derive(Debug)]
 pub struct PeerLimits {
     /// `max_connections_per_ip`; 0 counts nothing.
@@ -102,6 +119,10 @@ pub struct PeerLimits {
     /// `connection_rate_per_ip`; `None` when unlimited.
     rate: Option<DefaultKeyedRateLimiter<IpAddr>>,
     next_sweep: Mutex<Instant>,
+    /// `connection_rate` with `connection_burst`; `None` when unlimited.
+    node_rate: Option<DefaultDirectRateLimiter>,
+    /// `connection_retry_spread_secs`, at least 1.
+    retry_spread_secs: u64,
 }
 
 impl PeerLimits {
@@ -109,16 +130,23 @@ impl PeerLimits {
     pub fn new(limits: &LimitsConfig) -> Arc<Self> {
         let rate = NonZeroU32::new(limits.connection_rate_per_ip)
             .map(|rate| RateLimiter::keyed(Quota::per_second(rate)));
+        let node_rate = NonZeroU32::new(limits.connection_rate).map(|rate| {
+            let burst = NonZeroU32::new(limits.connection_burst).unwrap_or(rate);
+            RateLimiter::direct(Quota::per_second(rate).allow_burst(burst))
+        });
         Arc::new(Self {
             max_open: limits.max_connections_per_ip,
             open: DashMap::new(),
             rate,
             next_sweep: Mutex::new(Instant::now() + RATE_SWEEP_INTERVAL),
+            node_rate,
+            retry_spread_secs: limits.connection_retry_spread_secs.max(1),
         })
     }
 
-    /// Admits a new connection from `ip`, or says why not. The count is
-    /// checked before the rate, so a refused connection spends no rate.
+    /// Admits a new connection from `ip`, or says why not. The address's
+    /// count is checked first, then its rate, then the node's rate, so a
+    /// connection refused for its own address spends none of the node's.
     ///
     /// Only the accept loop admits; releases come from any task and only
     /// lower a count, so checking and then adding cannot overshoot.
@@ -135,6 +163,13 @@ impl PeerLimits {
                     retry_after_secs: wait.as_secs_f64().ceil().max(1.0) as u64,
                 }
             })?;
+        }
+        if let Some(node_rate) = &self.node_rate
+            && node_rate.check().is_err()
+        {
+            return Err(PeerRefusal::Overloaded {
+                retry_after_secs: rand::random_range(1..=self.retry_spread_secs),
+            });
         }
         if self.max_open == 0 {
             return Ok(PeerPermit { slot: None });
@@ -201,11 +236,17 @@ impl Drop for PeerPermit {
 ///
 /// It may also carry bytes already read from the socket (by the front door
 /// that reads request heads itself): reads return those first.
+///
+/// Shutting it down (which is how hyper closes a connection, after its
+/// last answer) is a lingering close (see `crate::linger`): the client's
+/// unread bytes are drained so the answer is not lost to a reset.
 #[derive(Debug)]
 pub struct PeerStream<S> {
     inner: S,
     permit: PeerPermit,
     unread: Bytes,
+    /// Set once shutting down has begun.
+    linger: Option<Linger>,
 }
 
 impl<S> PeerStream<S> {
@@ -215,6 +256,7 @@ impl<S> PeerStream<S> {
             inner,
             permit,
             unread: Bytes::new(),
+            linger: None,
         }
     }
 
@@ -260,7 +302,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for PeerStream<S> {
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for PeerStream<S> {
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for PeerStream<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -285,8 +327,15 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for PeerStream<S> {
         Pin::new(&mut self.inner).poll_flush(cx)
     }
 
+    /// A lingering close: the write half is shut, then what the client
+    /// still sends is discarded until it closes (bounded in bytes and time).
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
+        let this = &mut *self;
+        // Bytes the front door read ahead are as unread as the rest.
+        this.unread = Bytes::new();
+        this.linger
+            .get_or_insert_with(Linger::new)
+            .poll_close(cx, &mut this.inner)
     }
 }
 
@@ -298,6 +347,18 @@ mod tests {
         PeerLimits::new(&LimitsConfig {
             max_connections_per_ip: max_open,
             connection_rate_per_ip: rate,
+            connection_rate: 0,
+            ..LimitsConfig::default()
+        })
+    }
+
+    fn node(rate: u32, burst: u32, spread: u64) -> Arc<PeerLimits> {
+        PeerLimits::new(&LimitsConfig {
+            max_connections_per_ip: 0,
+            connection_rate_per_ip: 0,
+            connection_rate: rate,
+            connection_burst: burst,
+            connection_retry_spread_secs: spread,
             ..LimitsConfig::default()
         })
     }
@@ -387,6 +448,62 @@ mod tests {
         let a = ip("192.0.2.1");
         let permits: Vec<_> = (0..10_000).map(|_| peers.admit(a).expect("ok")).collect();
         assert_eq!(permits.len(), 10_000);
+    }
+
+    #[test]
+    fn the_defaults_never_refuse_a_crowd_behind_one_address() {
+        let peers = PeerLimits::new(&LimitsConfig::default());
+        let a = ip("198.51.100.1");
+        let permits: Vec<_> = (0..5000)
+            .map(|n| peers.admit(a).unwrap_or_else(|e| panic!("{n}: {e}")))
+            .collect();
+        assert_eq!(permits.len(), 5000);
+        assert_eq!(peers.addresses(), 0, "nothing counted per address");
+    }
+
+    #[test]
+    fn the_node_rate_takes_its_burst_from_any_addresses_then_refuses_with_spread_waits() {
+        let peers = node(1, 5, 10);
+        let _held: Vec<_> = (0..5u8)
+            .map(|n| peers.admit(IpAddr::from([192, 0, 2, n])).expect("burst"))
+            .collect();
+        let waits: Vec<u64> = (0..200u8)
+            .map(|n| match peers.admit(IpAddr::from([203, 0, 113, n])) {
+                Err(PeerRefusal::Overloaded { retry_after_secs }) => retry_after_secs,
+                other => panic!("{n}: {other:?}"),
+            })
+            .collect();
+        assert!(waits.iter().all(|w| (1..=10).contains(w)), "{waits:?}");
+        for secs in 1..=10 {
+            assert!(waits.contains(&secs), "{secs} s never drawn in {waits:?}");
+        }
+        let refusal = PeerRefusal::Overloaded {
+            retry_after_secs: 3,
+        };
+        assert_eq!(refusal.reason(), ConnRefusal::NodeRate);
+        let answer = refusal.into_api_error();
+        assert_eq!(
+            (answer.status().as_u16(), answer.code()),
+            (503, "overloaded")
+        );
+        assert_eq!(answer.retry_after_secs(), Some(3));
+    }
+
+    #[test]
+    fn a_connection_refused_for_its_address_spends_none_of_the_node_rate() {
+        let peers = PeerLimits::new(&LimitsConfig {
+            max_connections_per_ip: 1,
+            connection_rate_per_ip: 0,
+            connection_rate: 1,
+            connection_burst: 2,
+            ..LimitsConfig::default()
+        });
+        let a = ip("192.0.2.1");
+        let _held = peers.admit(a).expect("first");
+        for _ in 0..10 {
+            assert_eq!(peers.admit(a).expect_err("full"), PeerRefusal::TooMany);
+        }
+        assert!(peers.admit(ip("192.0.2.2")).is_ok(), "the burst's second");
     }
 
     #[test]

@@ -73,3 +73,111 @@ async fn demo_token_connects_and_demo_push_needs_no_api_key() {
         405
     );
 }
+
+/// What a cross-site HTML form (or a "simple" cross-site fetch) can send:
+/// no content type, or one of the three a browser sends without asking.
+const FORM_TYPES: [Option<&str>; 4] = [
+    None,
+    Some("application/x-www-form-urlencoded"),
+    Some("text/plain"),
+    Some("multipart/form-data; boundary=x"),
+];
+
+async fn demo_gateway(allowed_origins: &[&str]) -> Gateway {
+    let mut config = support::config();
+    config.demo.enabled = true;
+    config.auth.allowed_origins = allowed_origins.iter().map(|o| (*o).to_owned()).collect();
+    Gateway::start(config).await
+}
+
+fn assert_error(resp: &support::Response, status: u16, code: &str, what: &str) {
+    assert_eq!(resp.status.as_u16(), status, "{what}: {:?}", resp.body);
+    assert_eq!(
+        resp.headers.get("content-type").map(|v| v.as_bytes()),
+        Some(&b"application/json"[..]),
+        "{what}"
+    );
+    let body = resp.json();
+    assert_eq!(body["error"]["code"], code, "{what}: {body}");
+    assert!(body["error"]["message"].is_string(), "{what}: {body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_endpoints_take_only_json_so_a_cross_site_form_cannot_post() {
+    // As shipped: every origin allowed, so only the content type stands
+    // between a page on another site and these endpoints.
+    let gw = demo_gateway(&["*"]).await;
+    let bodies = [
+        ("/demo/token", r#"{"user":"mallory"}"#),
+        ("/demo/push", r#"{"to":"*","data":"spam"}"#),
+    ];
+    for (path, body) in bodies {
+        for content_type in FORM_TYPES {
+            let mut headers = vec![("origin", "https://evil.example")];
+            headers.extend(content_type.map(|t| ("content-type", t)));
+            let resp = gw.request(Method::POST, path, &headers, body).await;
+            let what = format!("{path} as {content_type:?}");
+            assert_error(&resp, 415, "unsupported_media_type", &what);
+        }
+    }
+    // The demo page's own requests (JSON, charset or not) still work.
+    for content_type in ["application/json", "application/json; charset=utf-8"] {
+        let resp = gw
+            .request(
+                Method::POST,
+                "/demo/token",
+                &[("content-type", content_type)],
+                r#"{"user":"dora"}"#,
+            )
+            .await;
+        assert_eq!(resp.status, 200, "{content_type}: {:?}", resp.body);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_endpoints_refuse_an_origin_not_allowed() {
+    let gw = demo_gateway(&["https://app.example"]).await;
+    let json = ("content-type", "application/json");
+    for path in ["/demo/token", "/demo/push"] {
+        let body = if path == "/demo/token" {
+            r#"{"user":"mallory"}"#
+        } else {
+            r#"{"to":"*","data":"spam"}"#
+        };
+        // A cross-site form post: refused for its origin first.
+        let resp = gw
+            .request(
+                Method::POST,
+                path,
+                &[
+                    ("origin", "https://evil.example"),
+                    ("content-type", "application/x-www-form-urlencoded"),
+                ],
+                body,
+            )
+            .await;
+        assert_error(&resp, 403, "forbidden", &format!("{path}: form"));
+        let resp = gw
+            .request(
+                Method::POST,
+                path,
+                &[("origin", "https://evil.example"), json],
+                body,
+            )
+            .await;
+        assert_error(&resp, 403, "forbidden", &format!("{path}: JSON"));
+        let resp = gw
+            .request(Method::POST, path, &[("origin", "null"), json], body)
+            .await;
+        assert_error(&resp, 403, "forbidden", &format!("{path}: null origin"));
+        // The allowed origin, and a client that is not a browser page.
+        for headers in [vec![("origin", "https://app.example"), json], vec![json]] {
+            let resp = gw.request(Method::POST, path, &headers, body).await;
+            assert!(
+                resp.status.is_success(),
+                "{path} {headers:?}: {:?}",
+                resp.body
+            );
+        }
+    }
+}

@@ -253,3 +253,38 @@ fn environment_variable_with_a_bad_value_is_refused_naming_the_key() {
         "{out:?}"
     );
 }
+
+#[test]
+fn shipped_config_on_a_public_address_is_refused_naming_what_to_change() {
+    let out = check_config("config.toml", &[("PUSHGATE_SERVER_LISTEN", "0.0.0.0:8080")]);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        out.stdout.is_empty(),
+        "nothing printed for a refused config"
+    );
+    let stderr = text(&out.stderr);
+    for named in [
+        "auth.secret",
+        "auth.api_key",
+        "demo.enabled",
+        "0.0.0.0:8080",
+        "127.0.0.1",
+        "demo.allow_public",
+    ] {
+        assert!(stderr.contains(named), "{named} not named:\n{stderr}");
+    }
+    for secret in [SHIPPED_DEV_SECRET, SHIPPED_DEV_API_KEY] {
+        assert!(!stderr.contains(secret), "secret on stderr:\n{stderr}");
+    }
+    // Own keys, demo mode off: the same address is fine.
+    let out = check_config(
+        "config.toml",
+        &[
+            ("PUSHGATE_SERVER_LISTEN", "0.0.0.0:8080"),
+            ("PUSHGATE_AUTH_SECRET", "a-secret-of-our-own-0123456789"),
+            ("PUSHGATE_AUTH_API_KEY", "an-api-key-of-our-own-0123456789"),
+            ("PUSHGATE_DEMO_ENABLED", "false"),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}

@@ -290,3 +290,86 @@ async fn an_event_stream_is_chunked_and_carries_events() {
     drop(client);
     parked(&gw, "eve", 0).await;
 }
+
+/// How a client leaves a parked poll or an open stream.
+#[derive(Debug, Clone, Copy)]
+enum Leaving {
+    /// `SO_LINGER` 0, then close: the kernel sends a reset.
+    Reset,
+    /// Close: the kernel sends a FIN.
+    Close,
+}
+
+/// A gateway whose pings and poll timeout are far away, so a connection
+/// released in time was released because its client left.
+async fn quiet_gateway() -> Gateway {
+    let mut config = support::config();
+    config.session.ping_interval_secs = 100;
+    config.session.idle_timeout_secs = 200;
+    config.session.poll_timeout_secs = 100;
+    config.session.session_ttl_secs = 200;
+    Gateway::start(config).await
+}
+
+/// Waits until the gateway holds no connection, well within a ping
+/// interval or a poll timeout.
+async fn released(gw: &Gateway, what: &str) {
+    let began = Instant::now();
+    while gw.state.registry.connections() > 0 {
+        assert!(
+            began.elapsed() < Duration::from_secs(3),
+            "{what}: still held {:?} after the client left",
+            began.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Opens `request` (a poll or a stream) for `user`, waits until it is
+/// parked, sends `junk` behind it, and leaves as `leaving` says.
+async fn park_then_leave(gw: &Gateway, request: &str, user: &str, junk: usize, leaving: Leaving) {
+    let mut client = Client::connect(gw).await;
+    client.send(request).await;
+    parked(gw, user, 1).await;
+    if junk > 0 {
+        client.send(&"j".repeat(junk)).await;
+        // Let the gateway read what it will of it.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    if let Leaving::Reset = leaving {
+        client.stream.set_zero_linger().expect("so_linger 0");
+    }
+    drop(client);
+}
+
+#[tokio::test]
+async fn a_parked_poll_is_released_as_soon_as_its_client_leaves_even_behind_junk() {
+    let gw = quiet_gateway().await;
+    for (junk, leaving) in [
+        (0, Leaving::Reset),
+        (40 << 10, Leaving::Reset),
+        (40 << 10, Leaving::Close),
+    ] {
+        let what = format!("poll, {junk} bytes behind it, {leaving:?}");
+        park_then_leave(&gw, &poll_request("gus", ""), "gus", junk, leaving).await;
+        released(&gw, &what).await;
+    }
+}
+
+#[tokio::test]
+async fn an_event_stream_is_released_as_soon_as_its_client_leaves_even_behind_junk() {
+    let gw = quiet_gateway().await;
+    let request = format!(
+        "GET /sse?token={} HTTP/1.1\r\nHost: x\r\n\r\n",
+        token("hal", 3600)
+    );
+    for (junk, leaving) in [
+        (0, Leaving::Reset),
+        (40 << 10, Leaving::Reset),
+        (40 << 10, Leaving::Close),
+    ] {
+        let what = format!("stream, {junk} bytes behind it, {leaving:?}");
+        park_then_leave(&gw, &request, "hal", junk, leaving).await;
+        released(&gw, &what).await;
+    }
+}

@@ -200,3 +200,37 @@ async fn a_flood_of_refused_connections_is_closed_without_an_answer() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_the_defaults_300_websockets_open_at_once_from_one_address() {
+    // Everything as shipped but the listen address and the keys: an office
+    // or a carrier's NAT puts hundreds of users behind one address, and a
+    // gateway restart sends them all back at once.
+    let mut config = config();
+    config.limits = pushgate::config::LimitsConfig::default();
+    let gw = support::Gateway::start(config).await;
+    let opened = futures_util::future::join_all((0..300).map(|n| {
+        let handle = support::Gateway::attach(gw.addr);
+        async move {
+            let query = format!("token={}", token(&format!("nat-{n}"), 3600));
+            handle.try_connect(&query, &[]).await
+        }
+    }))
+    .await;
+    let refused: Vec<String> = opened
+        .iter()
+        .filter_map(|r| r.as_ref().err().map(|e| e.to_string()))
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "{} of 300 refused: {:?}",
+        refused.len(),
+        &refused[..refused.len().min(3)]
+    );
+    let state = std::sync::Arc::clone(&gw.state);
+    eventually(WAIT, "300 connections held", move || {
+        let held = state.registry.connections();
+        async move { held == 300 }
+    })
+    .await;
+}

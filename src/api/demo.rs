@@ -5,8 +5,18 @@
 //!   (a client token for any user id, valid for [`DEMO_TOKEN_TTL_SECS`]).
 //! - `POST /demo/push`: exactly `POST /push`, without the API key.
 //!
+//! Both take only `Content-Type: application/json`, and a request with an
+//! `Origin` only from an origin in `[auth] allowed_origins` (`403
+//! forbidden`), before the body is read. Together these refuse what a page
+//! on another site can make a browser send: an HTML form posts
+//! `application/x-www-form-urlencoded`, `multipart/form-data` or
+//! `text/plain` (`415 unsupported_media_type`), and a cross-site `fetch`
+//! with a JSON body needs a CORS preflight, which these paths do not
+//! answer.
+//!
 //! Anyone who can reach a gateway in demo mode can act as any user and
-//! push to everyone: the shipped config enables it only on 127.0.0.1.
+//! push to everyone: configuration refuses demo mode on an address other
+//! than loopback unless `[demo] allow_public` says a public demo is meant.
 
 use hyper::header::{self, HeaderValue};
 use hyper::{Request, Response, StatusCode};
@@ -15,8 +25,8 @@ use serde_json::json;
 use super::request;
 use crate::auth::token::mint;
 use crate::gateway::Gateway;
-use crate::http::ApiError;
-use crate::http::Body;
+use crate::http::{ApiError, Body};
+use crate::metrics::names;
 use crate::protocol::UserId;
 
 /// How long a demo token is valid, in seconds.
@@ -32,8 +42,31 @@ where
 {
     match mint_for(gw, req).await {
         Ok(resp) => resp,
-        Err(err) => err.into_body_response(),
+        Err(err) => refused(err),
     }
+}
+
+/// What every `/demo/*` request must show before its body is read: an
+/// allowed `Origin` if it has one (an unreadable one is refused), then a
+/// JSON content type.
+fn check_request<B>(gw: &Gateway, req: &Request<B>) -> Result<(), ApiError> {
+    let origin = req
+        .headers()
+        .get(header::ORIGIN)
+        .map(|v| v.to_str().unwrap_or("\u{0}"));
+    if !gw.origins.allows(origin) {
+        return Err(ApiError::Forbidden);
+    }
+    if !request::is_json(req.headers().get(header::CONTENT_TYPE)) {
+        return Err(ApiError::UnsupportedMediaType);
+    }
+    Ok(())
+}
+
+/// Counts a refused demo request by its code, and answers it.
+fn refused(err: ApiError) -> Response<Body> {
+    metrics::counter!(names::REQUESTS_REFUSED_TOTAL, "code" => err.code()).increment(1);
+    err.into_body_response()
 }
 
 async fn mint_for<B>(gw: &Gateway, req: Request<B>) -> Result<Response<Body>, ApiError>
@@ -45,6 +78,7 @@ where
     struct TokenRequest {
         user: String,
     }
+    check_request(gw, &req)?;
     let body = request::read_body(gw, req.into_body(), MAX_TOKEN_REQUEST_BYTES).await?;
     let request: TokenRequest = serde_json::from_slice(&body)
         .map_err(|err| ApiError::BadJson(format!("expected {{\"user\": \"<user id>\"}}: {err}")))?;
@@ -57,6 +91,9 @@ where
 
 /// `POST /demo/push`: `POST /push` with the gateway vouching for the key.
 pub async fn push(gw: &Gateway, mut req: Request<hyper::body::Incoming>) -> Response<Body> {
+    if let Err(err) = check_request(gw, &req) {
+        return refused(err);
+    }
     let bearer = format!("Bearer {}", gw.config.auth.api_key);
     match HeaderValue::from_str(&bearer) {
         Ok(value) => {

@@ -29,11 +29,13 @@ mod validate;
 pub use mask::masked_url;
 
 /// The `auth.secret` shipped in the repository's `config.toml`, a
-/// development value. The binary warns when it is in use.
+/// development value published in README. The binary warns when it is in
+/// use, and refuses it on a `server.listen` address other than loopback.
 pub const SHIPPED_DEV_SECRET: &str = "dev-only-secret-replace-in-production-7f3a9c2e";
 
 /// The `auth.api_key` shipped in the repository's `config.toml`, a
-/// development value. The binary warns when it is in use.
+/// development value published in README. The binary warns when it is in
+/// use, and refuses it on a `server.listen` address other than loopback.
 pub const SHIPPED_DEV_API_KEY: &str = "dev-only-api-key-replace-in-production-4b8d1e6a";
 
 /// Shortest accepted `auth.secret` and `auth.api_key`, in bytes.
@@ -344,13 +346,29 @@ pub struct LimitsConfig {
     /// Most open TCP connections to the main listener from one client
     /// address (an IPv4 address, or an IPv6 /64), counted from accept until
     /// the connection closes (WebSockets and SSE streams included); more are
-    /// refused (`503 ip_limit`). Default 1000; 0 means unlimited. Behind a
-    /// proxy every connection comes from the proxy's address: set 0.
+    /// refused (`503 ip_limit`). Default 0: unlimited, because an office or
+    /// a carrier's NAT puts thousands of users behind one address (see
+    /// README, "Limits", for a setting when the gateway faces the internet
+    /// without a proxy). Behind a proxy every connection comes from the
+    /// proxy's address: leave it 0.
     pub max_connections_per_ip: usize,
     /// New TCP connections per second from one client address (bursts up
-    /// to this many); more are refused (`503 ip_limit`). Default 100; 0
-    /// means unlimited.
+    /// to this many); more are refused (`503 ip_limit`). Default 0:
+    /// unlimited (see `max_connections_per_ip`).
     pub connection_rate_per_ip: u32,
+    /// New TCP connections per second to the main listener from all
+    /// addresses together: what protects the process in a reconnect storm
+    /// or a flood, whoever sends it. More are refused (`503 overloaded`,
+    /// with a `Retry-After` spread over `connection_retry_spread_secs`).
+    /// Default 5000; 0 means unlimited.
+    pub connection_rate: u32,
+    /// New connections admitted at once above `connection_rate` before it
+    /// applies (the bucket's size). Default 10000; must be >= 1.
+    pub connection_burst: u32,
+    /// A connection refused by `connection_rate` is told to retry after a
+    /// whole number of seconds drawn uniformly from `1..=` this, so refused
+    /// clients do not come back together. Default 10; 1..=3600.
+    pub connection_retry_spread_secs: u64,
 }
 
 impl Default for LimitsConfig {
@@ -361,8 +379,11 @@ impl Default for LimitsConfig {
             max_client_frame_bytes: 4096,
             outbound_queue: 256,
             push_rate_per_sec: 1000,
-            max_connections_per_ip: 1000,
-            connection_rate_per_ip: 100,
+            max_connections_per_ip: 0,
+            connection_rate_per_ip: 0,
+            connection_rate: 5000,
+            connection_burst: 10_000,
+            connection_retry_spread_secs: 10,
         }
     }
 }
@@ -491,8 +512,14 @@ impl Default for LogConfig {
 pub struct DemoConfig {
     /// Adds `/demo/token` and `/demo/push` (unauthenticated token minting
     /// and pushing) for the demo page. Default false; must be off in
-    /// production.
+    /// production. Refused on a `server.listen` address other than
+    /// loopback unless `allow_public` is set.
     pub enabled: bool,
+    /// Lets demo mode run on an address other than loopback: for a
+    /// deliberate public demo, where anyone may act as any user. Default
+    /// false. The development keys shipped in `config.toml` stay refused
+    /// off loopback whatever this says.
+    pub allow_public: bool,
 }
 
 /// Why a configuration could not be loaded.
@@ -679,6 +706,7 @@ impl Config {
         validate::broker(&self.broker, &mut errors);
         validate::metrics(&self.metrics, &self.server, &mut errors);
         validate::log(&self.log, &mut errors);
+        validate::exposure(self, &mut errors);
         if errors.problems.is_empty() {
             Ok(())
         } else {

@@ -293,6 +293,15 @@ fn validate_checks_each_rule() {
             "limits.max_push_bytes",
         ),
         (|c| c.limits.max_push_users = 0, "limits.max_push_users"),
+        (|c| c.limits.connection_burst = 0, "limits.connection_burst"),
+        (
+            |c| c.limits.connection_retry_spread_secs = 0,
+            "limits.connection_retry_spread_secs",
+        ),
+        (
+            |c| c.limits.connection_retry_spread_secs = 3601,
+            "limits.connection_retry_spread_secs",
+        ),
         (
             |c| c.limits.max_client_frame_bytes = 63,
             "limits.max_client_frame_bytes",
@@ -366,12 +375,18 @@ fn env_overlay_sets_the_hardening_keys() {
 }
 
 #[test]
-fn hardening_defaults_protect_a_directly_exposed_gateway() {
+fn hardening_defaults_protect_the_process_and_lock_out_no_shared_address() {
     let config = Config::default();
     assert_eq!(config.server.body_timeout_secs, 10);
     assert_eq!(config.server.tls_cert, None);
-    assert_eq!(config.limits.max_connections_per_ip, 1000);
-    assert_eq!(config.limits.connection_rate_per_ip, 100);
+    // Per address: off, so an office or a carrier's NAT is never refused.
+    assert_eq!(config.limits.max_connections_per_ip, 0);
+    assert_eq!(config.limits.connection_rate_per_ip, 0);
+    // For the node, whatever the addresses.
+    assert_eq!(config.limits.connection_rate, 5000);
+    assert_eq!(config.limits.connection_burst, 10_000);
+    assert_eq!(config.limits.connection_retry_spread_secs, 10);
+    assert!(!config.demo.enabled && !config.demo.allow_public);
 }
 
 #[test]
@@ -676,4 +691,74 @@ fn log_level_is_a_level_or_directives() {
         let err = config.validate().expect_err(level);
         assert!(err.problems()[0].starts_with("log.level: "), "{err}");
     }
+}
+
+#[test]
+fn shipped_config_on_a_public_address_is_refused_naming_what_to_change() {
+    for listen in ["0.0.0.0:8080", "192.0.2.10:8080", "[::]:8080"] {
+        let mut config = Config::from_toml_str(SHIPPED).expect("shipped config parses");
+        config.server.listen = listen.to_owned();
+        let problems = config.validate().expect_err("refused").problems().to_vec();
+        let text = problems.join("\n");
+        assert_eq!(problems.len(), 3, "{text}");
+        assert!(problems[0].starts_with("auth.secret: "), "{text}");
+        assert!(problems[1].starts_with("auth.api_key: "), "{text}");
+        assert!(problems[2].starts_with("demo.enabled: "), "{text}");
+        for problem in &problems {
+            assert!(problem.contains(listen), "names the address: {problem}");
+            assert!(
+                problem.contains("127.0.0.1"),
+                "names the way out: {problem}"
+            );
+        }
+        assert!(text.contains("PUSHGATE_AUTH_SECRET"), "{text}");
+        assert!(text.contains("demo.allow_public = true"), "{text}");
+        assert!(!text.contains(SHIPPED_DEV_SECRET) && !text.contains(SHIPPED_DEV_API_KEY));
+    }
+}
+
+#[test]
+fn development_keys_and_demo_mode_are_fine_on_loopback() {
+    for listen in [
+        "127.0.0.1:8080",
+        "127.0.0.2:0",
+        "[::1]:8080",
+        "[::ffff:127.0.0.1]:80",
+    ] {
+        let mut config = Config::from_toml_str(SHIPPED).expect("shipped config parses");
+        config.server.listen = listen.to_owned();
+        config
+            .validate()
+            .unwrap_or_else(|e| panic!("{listen}: {e}"));
+    }
+}
+
+#[test]
+fn a_deliberate_public_demo_needs_its_own_keys_and_allow_public() {
+    let mut config = valid();
+    config.demo.enabled = true;
+    let problems = config
+        .validate()
+        .expect_err("demo on 0.0.0.0")
+        .problems()
+        .to_vec();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].starts_with("demo.enabled: "), "{problems:?}");
+    config.demo.allow_public = true;
+    config
+        .validate()
+        .expect("a deliberate public demo with its own keys");
+    // The override covers demo mode, never the published keys.
+    config.auth.secret = SHIPPED_DEV_SECRET.to_owned();
+    let problems = config
+        .validate()
+        .expect_err("published key")
+        .problems()
+        .to_vec();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].starts_with("auth.secret: "), "{problems:?}");
+    // Own keys on a public address without demo mode: production.
+    let mut config = valid();
+    config.demo.allow_public = true;
+    config.validate().expect("production");
 }

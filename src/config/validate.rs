@@ -1,9 +1,9 @@
 //! The rules, one function per section.
 
 use super::{
-    AuthConfig, BrokerConfig, BrokerKind, ConfigErrors, HistoryConfig, LimitsConfig, LogConfig,
-    MAX_PUSH_BYTES_LIMIT, MIN_SECRET_BYTES, MetricsConfig, ServerConfig, SessionConfig,
-    TimerConfig,
+    AuthConfig, BrokerConfig, BrokerKind, Config, ConfigErrors, HistoryConfig, LimitsConfig,
+    LogConfig, MAX_PUSH_BYTES_LIMIT, MIN_SECRET_BYTES, MetricsConfig, SHIPPED_DEV_API_KEY,
+    SHIPPED_DEV_SECRET, ServerConfig, SessionConfig, TimerConfig,
 };
 use std::net::{Ipv6Addr, SocketAddr};
 
@@ -171,6 +171,68 @@ pub(super) fn limits(limits: &LimitsConfig, errors: &mut ConfigErrors) {
         "limits.outbound_queue",
         limits.outbound_queue as u64,
         errors,
+    );
+    positive(
+        "limits.connection_burst",
+        u64::from(limits.connection_burst),
+        errors,
+    );
+    in_range(
+        "limits.connection_retry_spread_secs",
+        limits.connection_retry_spread_secs,
+        1,
+        3600,
+        errors,
+    );
+}
+
+/// What must never be reachable from other hosts: the development keys
+/// published in `config.toml` and README (anyone could mint tokens and
+/// push), and demo mode (anyone may act as any user) unless a public demo
+/// is meant (`demo.allow_public`). Loopback only; an unparsable
+/// `server.listen` is already reported.
+pub(super) fn exposure(config: &Config, errors: &mut ConfigErrors) {
+    let listen = &config.server.listen;
+    let Ok(addr) = listen.parse::<SocketAddr>() else {
+        return;
+    };
+    if addr.ip().to_canonical().is_loopback() {
+        return;
+    }
+    let keys = [
+        (
+            "auth.secret",
+            &config.auth.secret,
+            SHIPPED_DEV_SECRET,
+            "PUSHGATE_AUTH_SECRET",
+        ),
+        (
+            "auth.api_key",
+            &config.auth.api_key,
+            SHIPPED_DEV_API_KEY,
+            "PUSHGATE_AUTH_API_KEY",
+        ),
+    ];
+    for (path, value, shipped, var) in keys {
+        errors.check(
+            value != shipped,
+            path,
+            format_args!(
+                "is the development value published in config.toml and README, and \
+                 server.listen ({listen:?}) is not a loopback address: set one of your own \
+                 (at least {MIN_SECRET_BYTES} bytes, for example with {var}), or listen on \
+                 127.0.0.1"
+            ),
+        );
+    }
+    errors.check(
+        !config.demo.enabled || config.demo.allow_public,
+        "demo.enabled",
+        format_args!(
+            "demo mode lets anyone act as any user and push to everyone, and server.listen \
+             ({listen:?}) is not a loopback address: set demo.enabled = false, or listen on \
+             127.0.0.1, or for a deliberate public demo set demo.allow_public = true"
+        ),
     );
 }
 

@@ -23,6 +23,7 @@
 //! | `Unavailable` | 503 (+ `Retry-After`) | `unavailable` |
 //! | `ConnectionLimit` | 503 (+ `Retry-After`) | `connection_limit` |
 //! | `IpLimit` | 503 (+ `Retry-After`) | `ip_limit` |
+//! | `Overloaded` | 503 (+ `Retry-After`) | `overloaded` |
 //! | `Internal` | 500 | `internal` |
 
 use std::borrow::Cow;
@@ -124,6 +125,14 @@ pub enum ApiError {
         /// this address".
         reason: &'static str,
     },
+    /// The node takes new connections faster than `[limits]
+    /// connection_rate` allows, whoever sends them (503 `overloaded`).
+    #[error("too many new connections to this node (retry after {retry_after_secs} s)")]
+    Overloaded {
+        /// Sent as `Retry-After`, in seconds: drawn at random so refused
+        /// clients do not come back together.
+        retry_after_secs: u64,
+    },
     /// A bug or an unexpected failure (500 `internal`). The detail is for
     /// the log (the caller logs it once); clients only see a generic text.
     #[error("internal error")]
@@ -148,9 +157,10 @@ impl ApiError {
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Self::Unavailable { .. } | Self::ConnectionLimit { .. } | Self::IpLimit { .. } => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            Self::Unavailable { .. }
+            | Self::ConnectionLimit { .. }
+            | Self::IpLimit { .. }
+            | Self::Overloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -175,6 +185,7 @@ impl ApiError {
             Self::Unavailable { .. } => "unavailable",
             Self::ConnectionLimit { .. } => "connection_limit",
             Self::IpLimit { .. } => "ip_limit",
+            Self::Overloaded { .. } => "overloaded",
             Self::Internal => "internal",
         }
     }
@@ -192,6 +203,7 @@ impl ApiError {
                 retry_after_secs, ..
             }
             | Self::ConnectionLimit { retry_after_secs }
+            | Self::Overloaded { retry_after_secs }
             | Self::IpLimit {
                 retry_after_secs, ..
             } => Some(*retry_after_secs),
@@ -371,6 +383,17 @@ mod tests {
                     "ip_limit",
                     "too many connections from this address (retry after 1 s)",
                     &[("retry-after", "1")],
+                ),
+            ),
+            (
+                ApiError::Overloaded {
+                    retry_after_secs: 7,
+                },
+                (
+                    503,
+                    "overloaded",
+                    "too many new connections to this node (retry after 7 s)",
+                    &[("retry-after", "7")],
                 ),
             ),
             (ApiError::Internal, (500, "internal", "internal error", &[])),

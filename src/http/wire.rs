@@ -18,10 +18,6 @@ use hyper::http::response::Parts;
 use tokio::net::TcpStream;
 
 use crate::http::Body;
-use crate::http::MAX_REQUEST_HEAD_BYTES;
-
-/// Bytes asked of the socket per read while an answer waits.
-const PIPELINED_CHUNK_BYTES: usize = 512;
 
 /// How the body of an answer is delimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,28 +136,6 @@ pub async fn encode(resp: Response<Body>, keep_alive: bool) -> Bytes {
         Err(never) => match never {},
     };
     response(&parts, &body, keep_alive)
-}
-
-/// Completes when the client closes its side of the connection (or the
-/// socket fails): what a waiting answer watches for. Bytes the client
-/// sends meanwhile (a pipelined request) are kept in `pipelined`, up to a
-/// request head's limit; past it the socket is not read any more.
-pub async fn closed(tcp: &TcpStream, pipelined: &mut BytesMut) {
-    loop {
-        if pipelined.len() >= MAX_REQUEST_HEAD_BYTES {
-            std::future::pending::<()>().await;
-        }
-        if tcp.readable().await.is_err() {
-            return;
-        }
-        pipelined.reserve(PIPELINED_CHUNK_BYTES);
-        match tcp.try_read_buf(pipelined) {
-            Ok(0) => return,
-            Ok(_) => {}
-            Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
-            Err(_) => return,
-        }
-    }
 }
 
 /// Writes what fits of `bytes` to `tcp` now (a producer's direct write):

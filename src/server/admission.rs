@@ -1,13 +1,15 @@
 //! One accepted TCP connection on the main listener: the per-address
-//! limits, then TLS if configured, then HTTP (on plain TCP through the
-//! front door, which serves polls and event streams on the raw socket).
+//! limits and the node's connection rate, then TLS if configured, then
+//! HTTP (on plain TCP through the front door, which serves polls and event
+//! streams on the raw socket).
 //!
-//! A refused connection costs as little as possible. On a plain listener it
-//! gets a `503 ip_limit` answer to its first request (within
-//! [`REFUSAL_HEADER_TIMEOUT`]) while fewer than [`REFUSALS_IN_FLIGHT`] such
-//! answers are pending, and is closed at once otherwise, so a flood cannot
-//! make the gateway hold sockets to tell it no. On a TLS listener it is
-//! closed at once: answering would cost a handshake.
+//! A refused connection costs as little as possible. On a plain listener
+//! it gets a `503 ip_limit` (or, past the node's rate, `503 overloaded`)
+//! answer to its first request (within [`REFUSAL_HEADER_TIMEOUT`]) while
+//! fewer than [`REFUSALS_IN_FLIGHT`] such answers are pending, and is
+//! closed at once otherwise, so a flood cannot make the gateway hold
+//! sockets to tell it no. On a TLS listener it is closed at once:
+//! answering would cost a handshake.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

@@ -15,6 +15,13 @@
 //! head (a connection silent that long is closed without an answer, as
 //! hyper does), and the graceful stop (a connection waiting for its next
 //! request closes).
+//!
+//! While an answer waits, the socket is read (`transport::pipelined`): a
+//! client that leaves is noticed at once, and what it sends meanwhile is
+//! kept up to a small bound for the next request. A connection that ends
+//! after an answer ends with a lingering close (`crate::linger`), so a
+//! client with bytes still unread by the gateway reads its answer rather
+//! than a reset.
 
 use std::io;
 use std::net::SocketAddr;
@@ -29,7 +36,9 @@ use super::router::Route;
 use crate::gateway::Gateway;
 use crate::http::head::{self, Head, Parsed};
 use crate::http::{MAX_HEADERS, MAX_REQUEST_HEAD_BYTES};
+use crate::linger;
 use crate::peers::PeerStream;
+use crate::transport::pipelined::Pipelined;
 use crate::transport::{longpoll, sse};
 
 /// Bytes asked of the socket per read of a request head.
@@ -84,13 +93,23 @@ pub async fn serve(
             Next::Other => break,
             Next::Closed => return,
         };
-        buf = rest_after(buf, head.len);
+        // The head's buffer goes; what followed it is copied out, bounded.
+        let mut pipelined = Pipelined::after_head(buf.get(head.len..).unwrap_or_default());
+        drop(buf);
         let open = match native {
-            Native::Poll => longpoll::answer_raw(&gw, &tcp, *head, &mut buf).await,
-            Native::Sse => sse::serve_raw(&gw, &tcp, *head, &mut buf).await,
+            Native::Poll => longpoll::answer_raw(&gw, &tcp, *head, &mut pipelined).await,
+            Native::Sse => sse::serve_raw(&gw, &tcp, *head, &mut pipelined).await,
         };
-        if !open {
-            return;
+        match pipelined.into_next() {
+            Some(next) if open => buf = next,
+            _ => {
+                // Every direct socket was forgotten when its poll or
+                // stream ended.
+                if let Ok(tcp) = Arc::try_unwrap(tcp) {
+                    linger::close(tcp).await;
+                }
+                return;
+            }
         }
     }
     // Every direct socket was forgotten when its poll or stream ended.
@@ -144,14 +163,5 @@ async fn read_more(tcp: &TcpStream, buf: &mut BytesMut) -> io::Result<usize> {
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
             read => return read,
         }
-    }
-}
-
-/// What follows the head in `buf`: a pipelined request, usually nothing.
-/// Copied out, so a parked poll does not keep the head's buffer alive.
-fn rest_after(buf: BytesMut, head_len: usize) -> BytesMut {
-    match buf.get(head_len..) {
-        Some(rest) if !rest.is_empty() => BytesMut::from(rest),
-        _ => BytesMut::new(),
     }
 }

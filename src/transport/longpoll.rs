@@ -10,13 +10,13 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use bytes::BytesMut;
 use hyper::header::{self, HeaderValue};
 use hyper::{Request, Response};
 use tokio::net::TcpStream;
 
 use super::cors;
 use super::open::{self, Client, ClientError, Joined};
+use super::pipelined::Pipelined;
 use crate::gateway::{self, Gateway};
 use crate::http::head::Head;
 use crate::http::wire;
@@ -56,14 +56,15 @@ pub async fn poll<B>(gw: &Arc<Gateway>, req: Request<B>) -> Response<Body> {
 
 /// Serves one `GET /poll` on the raw socket (the front door's): parks it
 /// while the client stays, then writes the answer. Returns whether the
-/// connection stays open for the next request.
+/// connection stays open for the next request: not if the client asked to
+/// close, left, or sent more behind the poll than could be kept (the
+/// answer then says `connection: close`).
 pub async fn answer_raw(
     gw: &Arc<Gateway>,
     tcp: &TcpStream,
     head: Head,
-    pipelined: &mut BytesMut,
+    pipelined: &mut Pipelined,
 ) -> bool {
-    let keep_alive = head.keep_alive;
     let answer = poll(gw, head.request);
     tokio::pin!(answer);
     let resp = tokio::select! {
@@ -73,8 +74,9 @@ pub async fn answer_raw(
         biased;
         resp = &mut answer => resp,
         // Dropping the parked poll detaches it.
-        () = wire::closed(tcp, pipelined) => return false,
+        () = pipelined.closed(tcp) => return false,
     };
+    let keep_alive = head.keep_alive && !pipelined.is_overflowed();
     let bytes = wire::encode(resp, keep_alive).await;
     wire::write_all(tcp, &bytes).await.is_ok() && keep_alive
 }

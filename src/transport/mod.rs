@@ -4,6 +4,7 @@
 pub mod cors;
 pub mod longpoll;
 pub mod open;
+pub mod pipelined;
 pub mod sse;
 pub mod websocket;
 

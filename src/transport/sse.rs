@@ -27,6 +27,7 @@ use tracing::debug;
 
 use super::cors;
 use super::open;
+use super::pipelined::Pipelined;
 use crate::gateway::{self, Gateway, Held};
 use crate::http::Body;
 use crate::http::head::Head;
@@ -53,12 +54,13 @@ pub async fn stream<B>(gw: &Arc<Gateway>, req: Request<B>) -> Response<Body> {
 /// Serves one `GET /sse` on the raw socket (the front door's): a JSON
 /// error, or the stream until it ends. Returns whether the connection
 /// stays open for the next request (after an error answer, or a stream
-/// that ended with its `close` or `reconnect` event).
+/// that ended with its `close` or `reconnect` event, with whatever the
+/// client sent meanwhile kept).
 pub async fn serve_raw(
     gw: &Arc<Gateway>,
     tcp: &Arc<TcpStream>,
     head: Head,
-    pipelined: &mut BytesMut,
+    pipelined: &mut Pipelined,
 ) -> bool {
     let keep_alive = head.keep_alive;
     let origin = cors::origin_of(head.request.headers()).map(str::to_owned);
@@ -81,7 +83,7 @@ pub async fn serve_raw(
             // panic unwinding through here would).
             drop(held);
             debug!(conn_id, transport = "sse", "connection closed");
-            return ended && keep_alive;
+            return ended && keep_alive && !pipelined.is_overflowed();
         }
         Err(err) => err.into_response(),
     };
@@ -101,7 +103,7 @@ async fn write_events(
     tcp: &Arc<TcpStream>,
     conn: &Conn,
     first: BytesMut,
-    pipelined: &mut BytesMut,
+    pipelined: &mut Pipelined,
 ) -> bool {
     let mut out = first;
     let mut direct = Some(Arc::new(SseSocket(Arc::clone(tcp))));
@@ -132,7 +134,7 @@ async fn write_events(
             tokio::select! {
                 biased;
                 () = conn.killed() => return false,
-                () = wire::closed(tcp, pipelined) => return false,
+                () = pipelined.closed(tcp) => return false,
                 () = conn.outbound.ready() => {}
             }
             conn.outbound.take(&mut batch);
