@@ -5,35 +5,30 @@
 //! number) or from the configuration. Every deadline built from such a
 //! value goes through [`after`], which caps the wait at [`FAR_FUTURE`]
 //! (about 30 years, what tokio itself uses for "never"); millisecond
-//! timestamps go through [`millis_after`], which saturates.
+//! timestamps saturate ([`millis`], and the deadlines module).
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 /// The longest wait any deadline is set for: about 30 years.
-pub const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
+pub(crate) const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
 
 /// `at + by`, with `by` capped at [`FAR_FUTURE`]; never panics.
-pub fn after(at: Instant, by: Duration) -> Instant {
+pub(crate) fn after(at: Instant, by: Duration) -> Instant {
     // 30 years past a monotonic clock reading always fits; `at` itself is
     // the answer only for an instant already near the end of time.
     at.checked_add(by.min(FAR_FUTURE)).unwrap_or(at)
 }
 
 /// `Instant::now() + by`, capped as [`after`] caps it.
-pub fn from_now(by: Duration) -> Instant {
+pub(crate) fn from_now(by: Duration) -> Instant {
     after(Instant::now(), by)
 }
 
 /// A duration in whole milliseconds, saturating at `u64::MAX`.
-pub fn millis(by: Duration) -> u64 {
+pub(crate) fn millis(by: Duration) -> u64 {
     u64::try_from(by.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// `at_ms + by` in milliseconds, saturating at `u64::MAX`.
-pub fn millis_after(at_ms: u64, by: Duration) -> u64 {
-    at_ms.saturating_add(millis(by))
 }
 
 #[cfg(test)]
@@ -56,7 +51,5 @@ mod tests {
     fn millisecond_arithmetic_saturates() {
         assert_eq!(millis(Duration::from_secs(3)), 3000);
         assert_eq!(millis(Duration::from_secs(u64::MAX)), u64::MAX);
-        assert_eq!(millis_after(5, Duration::from_millis(7)), 12);
-        assert_eq!(millis_after(u64::MAX - 1, Duration::from_secs(1)), u64::MAX);
     }
 }

@@ -12,20 +12,20 @@
 pub mod api;
 pub mod auth;
 pub mod bus;
-pub mod clamp;
+pub(crate) mod clamp;
 pub mod config;
 pub mod deadlines;
 pub mod gateway;
 pub mod history;
 pub mod http;
-pub mod linger;
-pub mod metrics;
+pub(crate) mod linger;
+pub(crate) mod metrics;
 pub mod peers;
 pub mod protocol;
-pub mod registry;
+pub(crate) mod registry;
 pub mod server;
 pub mod telemetry;
-pub mod transport;
+pub(crate) mod transport;
 pub mod wheel;
 
 pub use server::{Server, run};

@@ -26,9 +26,9 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Sleep;
 
 /// The most bytes read and discarded after the last answer.
-pub const LINGER_MAX_BYTES: usize = 8 << 20;
+pub(crate) const LINGER_MAX_BYTES: usize = 8 << 20;
 /// The longest a connection lingers after its last answer.
-pub const LINGER_TIME: Duration = Duration::from_secs(2);
+pub(crate) const LINGER_TIME: Duration = Duration::from_secs(2);
 /// Bytes read per call while lingering (on the stack, never kept).
 const DISCARD_CHUNK_BYTES: usize = 8 * 1024;
 
@@ -36,7 +36,7 @@ const DISCARD_CHUNK_BYTES: usize = 8 * 1024;
 /// (from a stream's `poll_shutdown`, which is how hyper closes a
 /// connection) or by [`close`].
 #[derive(Debug, Default)]
-pub struct Linger {
+pub(crate) struct Linger {
     /// Set at the first poll: the timer needs the runtime.
     deadline: Option<Pin<Box<Sleep>>>,
     /// Bytes discarded so far.
@@ -47,14 +47,14 @@ pub struct Linger {
 
 impl Linger {
     /// A lingering close not started yet.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Shuts the write half of `io`, then reads and discards until the
     /// client closes, the socket fails, or a bound is reached. Never fails:
     /// a socket that cannot be shut or read has nothing left to save.
-    pub fn poll_close<S>(&mut self, cx: &mut Context<'_>, io: &mut S) -> Poll<io::Result<()>>
+    pub(crate) fn poll_close<S>(&mut self, cx: &mut Context<'_>, io: &mut S) -> Poll<io::Result<()>>
     where
         S: AsyncRead + AsyncWrite + Unpin,
     {
@@ -90,7 +90,7 @@ impl Linger {
 }
 
 /// Closes `io` with a lingering close (see the module), then drops it.
-pub async fn close<S>(mut io: S)
+pub(crate) async fn close<S>(mut io: S)
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {

@@ -10,48 +10,48 @@ use metrics::{Counter, Unit, describe_counter, describe_gauge, describe_histogra
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 /// The metric names pushgate publishes.
-pub mod names {
+pub(crate) mod names {
     /// Gauge, by `transport` (ws, poll, sse): open client connections.
-    pub const CONNECTIONS: &str = "pushgate_connections";
+    pub(crate) const CONNECTIONS: &str = "pushgate_connections";
     /// Gauge: user objects alive in the registry.
-    pub const SESSIONS: &str = "pushgate_sessions";
+    pub(crate) const SESSIONS: &str = "pushgate_sessions";
     /// Gauge: live entries in the timing wheel.
-    pub const TIMER_ENTRIES: &str = "pushgate_timer_entries";
+    pub(crate) const TIMER_ENTRIES: &str = "pushgate_timer_entries";
     /// Counter, by `stream` (broadcast, user): messages accepted by `POST /push`.
-    pub const MESSAGES_PUBLISHED_TOTAL: &str = "pushgate_messages_published_total";
+    pub(crate) const MESSAGES_PUBLISHED_TOTAL: &str = "pushgate_messages_published_total";
     /// Counter, by `transport`: frames carrying a message handed to a connection.
-    pub const MESSAGES_DELIVERED_TOTAL: &str = "pushgate_messages_delivered_total";
+    pub(crate) const MESSAGES_DELIVERED_TOTAL: &str = "pushgate_messages_delivered_total";
     /// Counter, by `reason` (idle, session_ttl, slow, replaced, token_expired):
     /// connections or sessions the gateway ended.
-    pub const EVICTIONS_TOTAL: &str = "pushgate_evictions_total";
+    pub(crate) const EVICTIONS_TOTAL: &str = "pushgate_evictions_total";
     /// Histogram: how late each timer expiry fired after its deadline tick.
-    pub const TIMER_LATENESS_SECONDS: &str = "pushgate_timer_lateness_seconds";
+    pub(crate) const TIMER_LATENESS_SECONDS: &str = "pushgate_timer_lateness_seconds";
     /// Counter: Redis commands that failed (a push answered 503).
-    pub const BUS_ERRORS_TOTAL: &str = "pushgate_bus_errors_total";
+    pub(crate) const BUS_ERRORS_TOTAL: &str = "pushgate_bus_errors_total";
     /// Counter: times the node lost and renewed its Redis subscription.
-    pub const BUS_RECONNECTS_TOTAL: &str = "pushgate_bus_reconnects_total";
+    pub(crate) const BUS_RECONNECTS_TOTAL: &str = "pushgate_bus_reconnects_total";
     /// Counter, by `code`: API requests refused, by their stable error code.
-    pub const REQUESTS_REFUSED_TOTAL: &str = "pushgate_requests_refused_total";
+    pub(crate) const REQUESTS_REFUSED_TOTAL: &str = "pushgate_requests_refused_total";
     /// Counter, by `reason` (ip_limit, ip_rate, node_rate, tls): TCP
     /// connections to the main listener refused or dropped before any
     /// request was served.
-    pub const CONNECTIONS_REFUSED_TOTAL: &str = "pushgate_connections_refused_total";
+    pub(crate) const CONNECTIONS_REFUSED_TOTAL: &str = "pushgate_connections_refused_total";
     /// Gauge: `[session] max_connections`, so alerts can compare
     /// `pushgate_connections` with it.
-    pub const MAX_CONNECTIONS: &str = "pushgate_max_connections";
+    pub(crate) const MAX_CONNECTIONS: &str = "pushgate_max_connections";
     /// Gauge: `[timer] tick_ms` in seconds, so alerts can measure timer
     /// lateness in ticks.
-    pub const TIMER_TICK_SECONDS: &str = "pushgate_timer_tick_seconds";
+    pub(crate) const TIMER_TICK_SECONDS: &str = "pushgate_timer_tick_seconds";
     /// Gauge: 1 while the broker is reachable, else 0 (the broker half of
     /// `/readyz`; the memory broker is always 1).
-    pub const BROKER_UP: &str = "pushgate_broker_up";
+    pub(crate) const BROKER_UP: &str = "pushgate_broker_up";
     /// Gauge: the process's resident memory (`VmRSS`), Linux only; the
     /// name Prometheus client libraries use for it.
-    pub const RESIDENT_MEMORY_BYTES: &str = "process_resident_memory_bytes";
+    pub(crate) const RESIDENT_MEMORY_BYTES: &str = "process_resident_memory_bytes";
 }
 
 /// Transport label values.
-pub const TRANSPORTS: [&str; 3] = ["ws", "poll", "sse"];
+pub(crate) const TRANSPORTS: [&str; 3] = ["ws", "poll", "sse"];
 
 /// Why the gateway ended a connection or session (the `reason` label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,7 +127,7 @@ const LATENESS_BUCKETS: &[f64] = &[
 /// The process-wide Prometheus recorder, installed on first use. One per
 /// process because the `metrics` facade has one global recorder; several
 /// gateways in one test process share it.
-pub fn recorder() -> &'static PrometheusHandle {
+pub(crate) fn recorder() -> &'static PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE.get_or_init(|| {
         let builder = PrometheusBuilder::new()
@@ -200,7 +200,7 @@ fn describe() {
 
 /// The process's resident memory in bytes, from `/proc/self/status`
 /// (`VmRSS`); `None` where there is no such file.
-pub fn resident_memory_bytes() -> Option<u64> {
+pub(crate) fn resident_memory_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     parse_vm_rss(&status)
 }

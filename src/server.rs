@@ -6,10 +6,10 @@
 
 pub mod admission;
 pub mod drain;
-pub mod front;
+pub(crate) mod front;
 mod http1;
 pub(crate) mod router;
-pub mod tls;
+pub(crate) mod tls;
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -20,15 +20,15 @@ use crate::lazy_heap::LazyHeap;
 use crate::seed_fifo::SeedFifo;
 
 /// One tick, as in the shipped config (`tick_ms = 100`).
-pub const TICK_MS: u64 = 100;
+pub(crate) const TICK_MS: u64 = 100;
 /// Buckets of our wheel, as in the shipped config.
-pub const SLOTS: usize = 4096;
+pub(crate) const SLOTS: usize = 4096;
 
 /// A timeout structure as the workloads drive it.
 ///
 /// Entries are named by dense ids `0, 1, 2, ...` in insertion order;
 /// deadlines are absolute ticks.
-pub trait Contender {
+pub(crate) trait Contender {
     /// The column heading.
     const NAME: &'static str;
 
@@ -59,7 +59,7 @@ pub trait Contender {
 }
 
 /// Our wheel: 4096 slots, polled in batches of [`DEFAULT_BUDGET`].
-pub struct WheelTimers {
+pub(crate) struct WheelTimers {
     wheel: Wheel<u64>,
     keys: Vec<EntryKey>,
     /// Caller-owned expiry buffer, sized for one batch.
@@ -135,13 +135,13 @@ static RUNTIME: LazyLock<Runtime> = LazyLock::new(|| {
 /// Enters the bench runtime for as long as the guard lives: `DelayQueue`
 /// creates its `Sleep` on insert and poll, which needs a runtime context.
 /// Entering once, here, keeps that cost out of every measured call.
-pub fn enter_runtime() -> EnterGuard<'static> {
+pub(crate) fn enter_runtime() -> EnterGuard<'static> {
     RUNTIME.enter()
 }
 
 /// tokio-util's `DelayQueue` on a paused clock. Expired entries leave the
 /// queue, so re-arming one is an insert that yields a new key.
-pub struct DelayQueueTimers {
+pub(crate) struct DelayQueueTimers {
     queue: DelayQueue<u64>,
     keys: Vec<Key>,
     /// The instant of tick 0.
@@ -219,7 +219,7 @@ impl Contender for DelayQueueTimers {
 
 /// The lazy-deletion heap, polled in batches of [`DEFAULT_BUDGET`] like the
 /// wheel. Ids are its keys, so it needs no key table.
-pub struct HeapTimers {
+pub(crate) struct HeapTimers {
     heap: LazyHeap,
     out: Vec<u32>,
 }
@@ -278,7 +278,7 @@ impl Contender for HeapTimers {
 
 /// The seed article's FIFO, as written (no batch budget: one call takes
 /// out everything due at the head). Ids are its keys.
-pub struct FifoTimers {
+pub(crate) struct FifoTimers {
     fifo: SeedFifo,
     out: Vec<u32>,
 }

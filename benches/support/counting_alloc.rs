@@ -17,15 +17,15 @@ static LIVE_BYTES: AtomicUsize = AtomicUsize::new(0);
 static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
 
 /// [`System`], counting live bytes and allocation calls.
-pub struct CountingAlloc;
+pub(crate) struct CountingAlloc;
 
 /// Bytes currently allocated by the whole process.
-pub fn live_bytes() -> usize {
+pub(crate) fn live_bytes() -> usize {
     LIVE_BYTES.load(Ordering::Relaxed)
 }
 
 /// Allocation calls (including reallocations) since the process started.
-pub fn allocations() -> u64 {
+pub(crate) fn allocations() -> u64 {
     ALLOCATIONS.load(Ordering::Relaxed)
 }
 

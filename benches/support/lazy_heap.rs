@@ -16,7 +16,7 @@ use std::task::Poll;
 /// Entries are dense ids `0, 1, 2, ...` in insertion order; the caller keeps
 /// its payload in its own table indexed by id, so the heap stores none.
 #[derive(Debug, Default)]
-pub struct LazyHeap {
+pub(crate) struct LazyHeap {
     /// Every armed deadline plus the stale ones not yet popped.
     heap: BinaryHeap<Reverse<(u64, u32, u32)>>,
     /// The current version of each entry; a heap element with any other
@@ -27,7 +27,7 @@ pub struct LazyHeap {
 impl LazyHeap {
     /// An empty heap with room for `capacity` entries (and as many elements)
     /// before it grows.
-    pub fn with_capacity(capacity: usize) -> Self {
+    pub(crate) fn with_capacity(capacity: usize) -> Self {
         Self {
             heap: BinaryHeap::with_capacity(capacity),
             versions: Vec::with_capacity(capacity),
@@ -35,7 +35,7 @@ impl LazyHeap {
     }
 
     /// Adds an entry due at `deadline` (ticks) and returns its id.
-    pub fn insert(&mut self, deadline: u64) -> u32 {
+    pub(crate) fn insert(&mut self, deadline: u64) -> u32 {
         let id = u32::try_from(self.versions.len()).expect("more than 2^32 heap entries");
         self.versions.push(0);
         self.heap.push(Reverse((deadline, id, 0)));
@@ -45,7 +45,7 @@ impl LazyHeap {
     /// Moves entry `id` to `deadline` (re-arming it if it had fired): bumps
     /// its version, which makes any element already in the heap stale, and
     /// pushes the new deadline.
-    pub fn reset(&mut self, id: u32, deadline: u64) {
+    pub(crate) fn reset(&mut self, id: u32, deadline: u64) {
         let version = &mut self.versions[id as usize];
         *version = version.wrapping_add(1);
         self.heap.push(Reverse((deadline, id, *version)));
@@ -57,7 +57,7 @@ impl LazyHeap {
     /// Examines at most `budget` elements (stale ones count: they cost a pop
     /// too), then returns `Poll::Pending`; call again to go on. Returns
     /// `Poll::Ready` once nothing due by `now` is left.
-    pub fn poll_expired(&mut self, now: u64, budget: usize, out: &mut Vec<u32>) -> Poll<()> {
+    pub(crate) fn poll_expired(&mut self, now: u64, budget: usize, out: &mut Vec<u32>) -> Poll<()> {
         let mut spent = 0;
         while let Some(&Reverse((deadline, id, version))) = self.heap.peek() {
             if deadline > now {

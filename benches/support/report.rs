@@ -8,13 +8,13 @@ use crate::contenders::TICK_MS;
 use crate::workloads::Sample;
 
 /// Index of `DelayQueue` among the columns: the baseline of every ratio.
-pub const BASELINE: usize = 1;
+pub(crate) const BASELINE: usize = 1;
 /// Index of our wheel among the columns.
-pub const WHEEL: usize = 0;
+pub(crate) const WHEEL: usize = 0;
 
 /// Every sample of one structure at one size.
 #[derive(Debug, Default)]
-pub struct Column {
+pub(crate) struct Column {
     /// The structure's name.
     pub name: &'static str,
     /// Insert runs.
@@ -39,7 +39,7 @@ pub struct Column {
 
 /// The drains of one storm workload.
 #[derive(Debug, Default)]
-pub struct Storm {
+pub(crate) struct Storm {
     /// One per run.
     pub samples: Vec<Sample>,
     /// The wall time of each poll call, one list per run.
@@ -48,7 +48,7 @@ pub struct Storm {
 
 impl Storm {
     /// Records one run.
-    pub fn push(&mut self, sample: Sample, calls: Vec<Duration>) {
+    pub(crate) fn push(&mut self, sample: Sample, calls: Vec<Duration>) {
         self.samples.push(sample);
         self.calls.push(calls);
     }
@@ -56,7 +56,7 @@ impl Storm {
 
 /// The four columns measured at one size.
 #[derive(Debug)]
-pub struct SizeResults {
+pub(crate) struct SizeResults {
     /// Entries.
     pub n: usize,
     /// Wheel, DelayQueue, heap, FIFO.
@@ -75,7 +75,7 @@ fn median(mut values: Vec<f64>) -> f64 {
 }
 
 /// Median throughput of `samples`, in operations per second.
-pub fn median_rate(samples: &[Sample]) -> f64 {
+pub(crate) fn median_rate(samples: &[Sample]) -> f64 {
     median(samples.iter().map(Sample::ops_per_sec).collect())
 }
 
@@ -106,7 +106,7 @@ fn micros(duration: Duration) -> f64 {
 }
 
 /// A short size label: `100k`, `1M`.
-pub fn size_label(n: usize) -> String {
+pub(crate) fn size_label(n: usize) -> String {
     match n {
         n if n >= 1_000_000 && n % 1_000_000 == 0 => format!("{}M", n / 1_000_000),
         n if n >= 1_000 && n % 1_000 == 0 => format!("{}k", n / 1_000),
@@ -153,7 +153,7 @@ fn header(first: &str, results: &[SizeResults]) -> String {
 /// Prints every table, the target checklist and notes on reading them.
 ///
 /// `spans` steady-state spans of `span_ticks` ticks each were measured.
-pub fn print(results: &[SizeResults], runs: usize, spans: usize, span_ticks: u64) {
+pub(crate) fn print(results: &[SizeResults], runs: usize, spans: usize, span_ticks: u64) {
     println!("\n## Timing wheel benchmark\n");
     print_throughput(results, runs, spans, span_ticks);
     print_storm_calls(results);

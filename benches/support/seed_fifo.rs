@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 
 /// The seed's FIFO of timeouts, with reusable objects.
 #[derive(Debug, Default)]
-pub struct SeedFifo {
+pub(crate) struct SeedFifo {
     deadlines: Vec<u64>,
     queued: Vec<bool>,
     queue: VecDeque<u32>,
@@ -17,7 +17,7 @@ pub struct SeedFifo {
 
 impl SeedFifo {
     /// An empty queue with room for `capacity` objects.
-    pub fn with_capacity(capacity: usize) -> Self {
+    pub(crate) fn with_capacity(capacity: usize) -> Self {
         Self {
             deadlines: Vec::with_capacity(capacity),
             queued: Vec::with_capacity(capacity),
@@ -26,7 +26,7 @@ impl SeedFifo {
     }
 
     /// A new object due at `deadline`, appended at the tail.
-    pub fn insert(&mut self, deadline: u64) -> u32 {
+    pub(crate) fn insert(&mut self, deadline: u64) -> u32 {
         let id = self.deadlines.len() as u32;
         self.deadlines.push(deadline);
         self.queued.push(true);
@@ -36,7 +36,7 @@ impl SeedFifo {
 
     /// Reuses an object with a new deadline: moved in place if it is still
     /// queued (the seed's flaw), appended if it had expired.
-    pub fn reset(&mut self, id: u32, deadline: u64) {
+    pub(crate) fn reset(&mut self, id: u32, deadline: u64) {
         self.deadlines[id as usize] = deadline;
         if !self.queued[id as usize] {
             self.queued[id as usize] = true;
@@ -45,7 +45,7 @@ impl SeedFifo {
     }
 
     /// Pops expired objects from the head while the head is due.
-    pub fn poll_expired(&mut self, now: u64, out: &mut Vec<u32>) {
+    pub(crate) fn poll_expired(&mut self, now: u64, out: &mut Vec<u32>) {
         while let Some(&head) = self.queue.front() {
             if self.deadlines[head as usize] > now {
                 break;

@@ -18,7 +18,7 @@ use crate::contenders::Contender;
 use crate::counting_alloc::{allocations, live_bytes};
 
 /// The session timeout of the heartbeat and steady-state workloads: 60 s.
-pub const TIMEOUT_TICKS: u64 = 600;
+pub(crate) const TIMEOUT_TICKS: u64 = 600;
 /// Random deadlines are drawn from 1 s ..= 600 s.
 const RANDOM_TICKS: std::ops::RangeInclusive<u64> = 10..=6000;
 /// The tick every entry of the storm is due at (one timeout after insert).
@@ -28,7 +28,7 @@ const SEED: u64 = 0x5eed_0f71_3300;
 
 /// One measured stretch of one workload on one structure.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Sample {
+pub(crate) struct Sample {
     /// Operations done: inserts, resets, or expiries (each with its re-arm).
     pub ops: u64,
     /// Of `ops`, how many were expiries.
@@ -41,13 +41,13 @@ pub struct Sample {
 
 impl Sample {
     /// Operations per second.
-    pub fn ops_per_sec(&self) -> f64 {
+    pub(crate) fn ops_per_sec(&self) -> f64 {
         self.ops as f64 / self.elapsed.as_secs_f64()
     }
 }
 
 /// The pre-generated inputs for one size.
-pub struct Inputs {
+pub(crate) struct Inputs {
     /// Entries.
     pub n: usize,
     /// Deadlines spread over 1 ..= 600 s, one per entry: the insert and
@@ -72,7 +72,7 @@ pub struct Inputs {
 impl Inputs {
     /// Draws every input for `n` entries and `steady_ticks` steady-state
     /// ticks (warm-up included).
-    pub fn generate(n: usize, steady_ticks: u64) -> Self {
+    pub(crate) fn generate(n: usize, steady_ticks: u64) -> Self {
         let mut rng = StdRng::seed_from_u64(SEED ^ n as u64);
         let id_count = u32::try_from(n).expect("entries fit in u32");
         let spread_deadlines = (0..n).map(|_| rng.random_range(RANDOM_TICKS)).collect();
@@ -149,7 +149,7 @@ fn timed(ops: usize, work: impl FnOnce()) -> Sample {
 
 /// Bytes an empty structure holds (its fixed overhead, such as bucket
 /// heads), caller-side key table and buffer excluded.
-pub fn fixed_bytes<C: Contender>() -> usize {
+pub(crate) fn fixed_bytes<C: Contender>() -> usize {
     let bytes_before = live_bytes();
     let timers = C::with_capacity(0);
     live_bytes() - bytes_before - timers.caller_bytes()
@@ -157,7 +157,7 @@ pub fn fixed_bytes<C: Contender>() -> usize {
 
 /// Insert: `n` inserts into a fresh structure. Also returns the bytes per
 /// entry the structure holds afterwards (caller-side key table and buffer excluded).
-pub fn insert<C: Contender>(inputs: &Inputs) -> (Sample, f64) {
+pub(crate) fn insert<C: Contender>(inputs: &Inputs) -> (Sample, f64) {
     let bytes_before = live_bytes();
     let mut timers = C::with_capacity(inputs.n);
     let sample = timed(inputs.n, || {
@@ -172,7 +172,7 @@ pub fn insert<C: Contender>(inputs: &Inputs) -> (Sample, f64) {
 
 /// Random reset: `n` resets of random entries to random deadlines, with
 /// the clock standing still.
-pub fn random_reset<C: Contender>(inputs: &Inputs) -> Sample {
+pub(crate) fn random_reset<C: Contender>(inputs: &Inputs) -> Sample {
     let mut timers: C = filled(&inputs.spread_deadlines);
     let sample = timed(inputs.random_resets.len(), || {
         for &(id, deadline) in &inputs.random_resets {
@@ -186,7 +186,7 @@ pub fn random_reset<C: Contender>(inputs: &Inputs) -> Sample {
 /// Heartbeat reset: every entry moved once to now + 60 s, always later,
 /// as "now" advances through one timeout. Nothing comes due, so nothing
 /// is polled; the steady state covers expiry.
-pub fn heartbeat<C: Contender>(inputs: &Inputs) -> Sample {
+pub(crate) fn heartbeat<C: Contender>(inputs: &Inputs) -> Sample {
     let mut timers: C = filled(&inputs.recent_deadlines);
     let sample = timed(inputs.heartbeats.len(), || {
         for &(id, deadline) in &inputs.heartbeats {
@@ -202,7 +202,7 @@ pub fn heartbeat<C: Contender>(inputs: &Inputs) -> Sample {
 /// by tick to the tick before (untimed, as the driver would), then the
 /// timed drain takes all `n` out. Also returns the wall time of each poll
 /// call of the drain, where the structure polls in batches.
-pub fn storm<C: Contender>(inputs: &Inputs) -> (Sample, Vec<Duration>) {
+pub(crate) fn storm<C: Contender>(inputs: &Inputs) -> (Sample, Vec<Duration>) {
     let mut timers = C::with_capacity(inputs.n);
     for id in 0..inputs.n {
         timers.insert(id as u32, STORM_TICK);
@@ -214,7 +214,7 @@ pub fn storm<C: Contender>(inputs: &Inputs) -> (Sample, Vec<Duration>) {
 /// are all reset to the same tick in random order, as a herd of sessions
 /// that did not start together would be. Structures that keep a list per
 /// tick then walk it in no particular memory order. Timed like [`storm`].
-pub fn storm_shuffled<C: Contender>(inputs: &Inputs) -> (Sample, Vec<Duration>) {
+pub(crate) fn storm_shuffled<C: Contender>(inputs: &Inputs) -> (Sample, Vec<Duration>) {
     let mut timers: C = filled(&inputs.spread_deadlines);
     for &(id, _) in &inputs.heartbeats {
         timers.reset(id, STORM_TICK);
@@ -245,7 +245,7 @@ fn drain_storm<C: Contender>(mut timers: C, n: usize) -> (Sample, Vec<Duration>)
 ///
 /// Every tick: take out what came due and re-arm it at now + 60 s, then
 /// reset `resets_per_tick` random entries to now + 60 s.
-pub fn steady_state<C: Contender>(
+pub(crate) fn steady_state<C: Contender>(
     inputs: &Inputs,
     warmup: u64,
     spans: usize,

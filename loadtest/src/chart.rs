@@ -14,7 +14,11 @@ use crate::hist::Hist;
 const STEPS_PER_NINE: u32 = 25;
 
 /// Draws the percentile curves of `series` (µs histograms) to `path`.
-pub fn percentiles(path: &Path, title: &str, series: &[(String, Hist)]) -> anyhow::Result<()> {
+pub(crate) fn percentiles(
+    path: &Path,
+    title: &str,
+    series: &[(String, Hist)],
+) -> anyhow::Result<()> {
     let curves: Vec<(String, Vec<(f64, f64)>)> = series
         .iter()
         .filter(|(_, h)| !h.is_empty())
@@ -72,7 +76,7 @@ pub fn percentiles(path: &Path, title: &str, series: &[(String, Hist)]) -> anyho
 /// Draws one column per second of `counts` to `path`, with a dashed
 /// horizontal line at each `(value, label)` of `marks` (an average, a
 /// limit).
-pub fn per_second(
+pub(crate) fn per_second(
     path: &Path,
     title: &str,
     y_desc: &str,
@@ -140,7 +144,7 @@ pub fn per_second(
 
 /// One figure of a comparison: its name and each gateway's value.
 #[derive(Debug, Clone)]
-pub struct BarGroup {
+pub(crate) struct BarGroup {
     /// The figure, with its unit.
     pub label: String,
     /// Gateway name and value (`None`: not measured).
@@ -153,7 +157,7 @@ const BAR_ROW_PX: u32 = 22;
 /// Draws a comparison as horizontal bars to `path`: per figure, one bar
 /// per gateway, each figure scaled to its largest value (figures have
 /// different units), with the values written beside the bars.
-pub fn bars(path: &Path, title: &str, groups: &[BarGroup]) -> anyhow::Result<()> {
+pub(crate) fn bars(path: &Path, title: &str, groups: &[BarGroup]) -> anyhow::Result<()> {
     struct Row {
         label: String,
         text: String,

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 /// The `api_key` of the repository's development `config.toml`.
-pub const DEV_API_KEY: &str = "dev-only-api-key-replace-in-production-4b8d1e6a";
+pub(crate) const DEV_API_KEY: &str = "dev-only-api-key-replace-in-production-4b8d1e6a";
 
 const ABOUT: &str = "Load client for pushgate (and other push gateways, by URL template)";
 
@@ -41,7 +41,7 @@ a cluster on one Redis end to end.";
 /// The command line.
 #[derive(Debug, Parser)]
 #[command(name = "loadtest", version, about = ABOUT, long_about = LONG_ABOUT)]
-pub struct Cli {
+pub(crate) struct Cli {
     /// The scenario.
     #[command(subcommand)]
     pub scenario: Scenario,
@@ -49,7 +49,7 @@ pub struct Cli {
 
 /// The scenarios.
 #[derive(Debug, Subcommand)]
-pub enum Scenario {
+pub(crate) enum Scenario {
     /// N idle WebSockets held open: server memory (Rss, Pss) and CPU per
     /// connection, time to open them all.
     ///
@@ -156,7 +156,7 @@ pub enum Scenario {
 
 /// The scenarios `compare` can run against both gateways.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum CompareScenario {
+pub(crate) enum CompareScenario {
     /// `idle`.
     Idle,
     /// `fanout`.
@@ -171,7 +171,7 @@ pub enum CompareScenario {
 
 impl CompareScenario {
     /// The subcommand's name.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Idle => "idle",
             Self::Fanout => "fanout",
@@ -184,7 +184,7 @@ impl CompareScenario {
 
 /// The gateways `compare` knows how to address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Peer {
+pub(crate) enum Peer {
     /// pushgate (loadtest/peers/pushgate).
     Pushgate,
     /// nginx with Nchan (loadtest/peers/nchan), each client on its user's
@@ -197,7 +197,7 @@ pub enum Peer {
 
 impl Peer {
     /// Its name.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Pushgate => "pushgate",
             Self::Nchan => "nchan",
@@ -206,7 +206,7 @@ impl Peer {
     }
 
     /// Its directory under --peers-dir (start.sh, stop.sh).
-    pub fn dir(self) -> &'static str {
+    pub(crate) fn dir(self) -> &'static str {
         match self {
             Self::Pushgate => "pushgate",
             Self::Nchan | Self::NchanBroadcast => "nchan",
@@ -216,7 +216,7 @@ impl Peer {
 
 /// `compare`.
 #[derive(Debug, Clone, Args)]
-pub struct CompareArgs {
+pub(crate) struct CompareArgs {
     /// The scenario.
     #[arg(value_enum)]
     pub scenario: CompareScenario,
@@ -259,7 +259,7 @@ pub struct CompareArgs {
 
 /// `compare-summary`.
 #[derive(Debug, Clone, Args)]
-pub struct SummaryArgs {
+pub(crate) struct SummaryArgs {
     /// `compare-*.json` files written by `compare`.
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
@@ -280,7 +280,7 @@ pub struct SummaryArgs {
 /// to push URL j mod (number of push URLs), and the server's memory and CPU
 /// are summed over every pid.
 #[derive(Debug, Clone, Args)]
-pub struct Common {
+pub(crate) struct Common {
     /// WebSocket URL templates; {user} becomes the user id. Several,
     /// comma-separated: connection k goes to template k mod their number.
     #[arg(
@@ -381,7 +381,7 @@ pub struct Common {
 
 /// Push settings shared by the delivery scenarios.
 #[derive(Debug, Clone, Args)]
-pub struct PushOpts {
+pub(crate) struct PushOpts {
     /// Padding bytes added to each payload.
     #[arg(long, default_value_t = 0)]
     pub payload_bytes: usize,
@@ -395,7 +395,7 @@ pub struct PushOpts {
 
 /// `idle`.
 #[derive(Debug, Clone, Args)]
-pub struct IdleArgs {
+pub(crate) struct IdleArgs {
     /// Shared options.
     #[command(flatten)]
     pub common: Common,
@@ -413,7 +413,7 @@ pub struct IdleArgs {
 
 /// `fanout` and `sse-fanout`.
 #[derive(Debug, Clone, Args)]
-pub struct FanoutArgs {
+pub(crate) struct FanoutArgs {
     /// Shared options.
     #[command(flatten)]
     pub common: Common,
@@ -433,7 +433,7 @@ pub struct FanoutArgs {
 
 /// `poll-fanout`.
 #[derive(Debug, Clone, Args)]
-pub struct PollFanoutArgs {
+pub(crate) struct PollFanoutArgs {
     /// Shared options.
     #[command(flatten)]
     pub common: Common,
@@ -457,7 +457,7 @@ pub struct PollFanoutArgs {
 
 /// `personal`.
 #[derive(Debug, Clone, Args)]
-pub struct PersonalArgs {
+pub(crate) struct PersonalArgs {
     /// Shared options.
     #[command(flatten)]
     pub common: Common,
@@ -480,7 +480,7 @@ pub struct PersonalArgs {
 
 /// `churn`.
 #[derive(Debug, Clone, Args)]
-pub struct ChurnArgs {
+pub(crate) struct ChurnArgs {
     /// Shared options.
     #[command(flatten)]
     pub common: Common,
@@ -506,7 +506,7 @@ pub struct ChurnArgs {
 
 /// `evict`.
 #[derive(Debug, Clone, Args)]
-pub struct EvictArgs {
+pub(crate) struct EvictArgs {
     /// Shared options.
     #[command(flatten)]
     pub common: Common,
@@ -523,7 +523,7 @@ pub struct EvictArgs {
 
 /// `mixed`.
 #[derive(Debug, Clone, Args)]
-pub struct MixedArgs {
+pub(crate) struct MixedArgs {
     /// Shared options.
     #[command(flatten)]
     pub common: Common,
@@ -549,7 +549,7 @@ pub struct MixedArgs {
 
 /// `storm`.
 #[derive(Debug, Clone, Args)]
-pub struct StormArgs {
+pub(crate) struct StormArgs {
     /// Shared options.
     #[command(flatten)]
     pub common: Common,
@@ -588,7 +588,7 @@ pub struct StormArgs {
 
 /// `failover`.
 #[derive(Debug, Clone, Args)]
-pub struct FailoverArgs {
+pub(crate) struct FailoverArgs {
     /// Shared options.
     #[command(flatten)]
     pub common: Common,

@@ -158,7 +158,7 @@ struct Server {
 
 /// One run of the scenario against one gateway.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Run {
+pub(crate) struct Run {
     /// The gateway.
     pub peer: String,
     /// Round, from 1.
@@ -181,7 +181,7 @@ pub struct Run {
 
 /// One compared figure.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Row {
+pub(crate) struct Row {
     /// Key in the runs' results.
     pub key: String,
     /// For people.
@@ -200,7 +200,7 @@ pub struct Row {
 
 /// A whole comparison (what `compare` writes as JSON).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Comparison {
+pub(crate) struct Comparison {
     /// Its name.
     pub label: String,
     /// The scenario subcommand.
@@ -220,7 +220,7 @@ pub struct Comparison {
 }
 
 /// Runs `compare`.
-pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: &CompareArgs) -> anyhow::Result<()> {
     let label = args
         .label
         .clone()
@@ -294,7 +294,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
 
 /// Runs `compare-summary`: several comparisons' JSON into one table and
 /// one chart.
-pub fn summary(args: &SummaryArgs) -> anyhow::Result<()> {
+pub(crate) fn summary(args: &SummaryArgs) -> anyhow::Result<()> {
     let mut all = Vec::new();
     for path in &args.files {
         let text = std::fs::read_to_string(path)
@@ -796,7 +796,7 @@ fn shell_quote(arg: &str) -> String {
 }
 
 /// Where `compare` writes when not told: `loadtest/results/compare-<UTC>`.
-pub fn default_out() -> PathBuf {
+pub(crate) fn default_out() -> PathBuf {
     let stamp = utc_now().replace(['-', ':'], "");
     PathBuf::from(format!("loadtest/results/compare-{stamp}"))
 }

@@ -17,13 +17,13 @@ use crate::target;
 use crate::worker::protocol::{self, Churn, Connected, Event, Kind, Outcome, Spec};
 
 /// Most connections one worker may hold (a process may open 20,000 files).
-pub const MAX_PER_WORKER: u64 = 19_000;
+pub(crate) const MAX_PER_WORKER: u64 = 19_000;
 /// How long a worker gets to exit before it is killed.
 const EXIT_GRACE: Duration = Duration::from_secs(10);
 
 /// One kind of client and how many.
 #[derive(Debug, Clone)]
-pub struct Group {
+pub(crate) struct Group {
     /// Their transport.
     pub kind: Kind,
     /// How many.
@@ -35,7 +35,7 @@ pub struct Group {
 
 /// What every worker of a run shares.
 #[derive(Debug, Clone)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// Connections per worker.
     pub per_worker: u64,
     /// Source addresses (0: as many as the total needs).
@@ -68,7 +68,7 @@ pub struct Plan {
 
 /// The running workers.
 #[derive(Debug)]
-pub struct Fleet {
+pub(crate) struct Fleet {
     workers: Vec<(Kind, Child, ChildStdin)>,
     events: mpsc::UnboundedReceiver<(usize, Option<Event>)>,
 }
@@ -76,7 +76,7 @@ pub struct Fleet {
 impl Fleet {
     /// Starts the workers for `groups`: users are numbered from 0 across
     /// groups, so every connection is its own user.
-    pub async fn spawn(groups: &[Group], plan: &Plan) -> anyhow::Result<Self> {
+    pub(crate) async fn spawn(groups: &[Group], plan: &Plan) -> anyhow::Result<Self> {
         let total: u64 = groups.iter().map(|g| g.count).sum();
         let per_worker = plan.per_worker.clamp(1, MAX_PER_WORKER);
         let sources = if plan.sources == 0 {
@@ -147,12 +147,12 @@ impl Fleet {
     }
 
     /// Workers running.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.workers.len()
     }
 
     /// The workers' CPU time so far (user + system), µs.
-    pub fn cpu_us(&self) -> u64 {
+    pub(crate) fn cpu_us(&self) -> u64 {
         self.workers
             .iter()
             .filter_map(|(_, child, _)| child.id())
@@ -162,7 +162,7 @@ impl Fleet {
     }
 
     /// The transport of worker `index`.
-    pub fn kind(&self, index: usize) -> Kind {
+    pub(crate) fn kind(&self, index: usize) -> Kind {
         self.workers[index].0
     }
 
@@ -185,7 +185,7 @@ impl Fleet {
 
     /// Waits until every worker has finished connecting; reports in worker
     /// order. `bar` shows connections opened.
-    pub async fn connected(
+    pub(crate) async fn connected(
         &mut self,
         bar: &ProgressBar,
         timeout: Duration,
@@ -208,7 +208,7 @@ impl Fleet {
     }
 
     /// Waits until every connection has message `seq`; returns how many do.
-    pub async fn wait_seq(&mut self, seq: u64, timeout: Duration) -> anyhow::Result<u64> {
+    pub(crate) async fn wait_seq(&mut self, seq: u64, timeout: Duration) -> anyhow::Result<u64> {
         let timeout_ms = timeout.as_millis() as u64;
         self.broadcast(&protocol::Command::WaitSeq { seq, timeout_ms })
             .await?;
@@ -226,7 +226,10 @@ impl Fleet {
 
     /// Stops churn, waits for every connection to be complete (or
     /// `timeout`), and returns each worker's outcome with its transport.
-    pub async fn collect(&mut self, timeout: Duration) -> anyhow::Result<Vec<(Kind, Outcome)>> {
+    pub(crate) async fn collect(
+        &mut self,
+        timeout: Duration,
+    ) -> anyhow::Result<Vec<(Kind, Outcome)>> {
         let timeout_ms = timeout.as_millis() as u64;
         self.broadcast(&protocol::Command::Collect { timeout_ms })
             .await?;
@@ -245,7 +248,7 @@ impl Fleet {
     }
 
     /// Tells every worker to exit and waits (killing any that hang).
-    pub async fn exit(mut self) {
+    pub(crate) async fn exit(mut self) {
         let _ = self.broadcast(&protocol::Command::Exit).await;
         for (_, child, stdin) in &mut self.workers {
             let _ = stdin.shutdown().await;

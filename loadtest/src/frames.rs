@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 /// One inbound frame, reduced to what the load client counts.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Inbound {
+pub(crate) enum Inbound {
     /// A pushed message.
     Message {
         /// Its number in the run, if the payload carries one.
@@ -65,7 +65,7 @@ struct Payload {
 }
 
 /// Parses one frame's text.
-pub fn parse(text: &[u8]) -> Inbound {
+pub(crate) fn parse(text: &[u8]) -> Inbound {
     let Ok(wire) = serde_json::from_slice::<Wire>(text) else {
         return Inbound::Other;
     };
@@ -100,7 +100,7 @@ pub fn parse(text: &[u8]) -> Inbound {
 }
 
 /// Parses a long-poll answer: a JSON array of frames (or one bare frame).
-pub fn parse_array(body: &[u8]) -> Vec<Inbound> {
+pub(crate) fn parse_array(body: &[u8]) -> Vec<Inbound> {
     match serde_json::from_slice::<Vec<&serde_json::value::RawValue>>(body) {
         Ok(items) => items
             .into_iter()
@@ -111,7 +111,7 @@ pub fn parse_array(body: &[u8]) -> Vec<Inbound> {
 }
 
 /// Wall-clock now, µs since the Unix epoch (comparable across processes).
-pub fn now_us() -> u64 {
+pub(crate) fn now_us() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_micros() as u64)

@@ -5,30 +5,30 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 /// A histogram of microseconds, 3 significant digits, up to one day.
-pub type Hist = Histogram<u64>;
+pub(crate) type Hist = Histogram<u64>;
 
 /// Highest value tracked: one day in microseconds.
 const HIGHEST_US: u64 = 24 * 3600 * 1_000_000;
 
 /// An empty histogram.
-pub fn new_hist() -> Hist {
+pub(crate) fn new_hist() -> Hist {
     Histogram::new_with_bounds(1, HIGHEST_US, 3).expect("1..=1 day at 3 digits is a valid range")
 }
 
 /// Records `us`, clamping to the tracked range.
-pub fn record(hist: &mut Hist, us: u64) {
+pub(crate) fn record(hist: &mut Hist, us: u64) {
     hist.saturating_record(us.clamp(1, HIGHEST_US));
 }
 
 /// The non-empty buckets, for shipping to the coordinator.
-pub fn to_pairs(hist: &Hist) -> Vec<(u64, u64)> {
+pub(crate) fn to_pairs(hist: &Hist) -> Vec<(u64, u64)> {
     hist.iter_recorded()
         .map(|v| (v.value_iterated_to(), v.count_at_value()))
         .collect()
 }
 
 /// Adds shipped buckets into `hist`.
-pub fn add_pairs(hist: &mut Hist, pairs: &[(u64, u64)]) {
+pub(crate) fn add_pairs(hist: &mut Hist, pairs: &[(u64, u64)]) {
     for &(value, count) in pairs {
         let _ = hist.record_n(value.clamp(1, HIGHEST_US), count);
     }
@@ -36,7 +36,7 @@ pub fn add_pairs(hist: &mut Hist, pairs: &[(u64, u64)]) {
 
 /// A histogram summarised for people and JSON, in milliseconds.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Summary {
+pub(crate) struct Summary {
     /// Values recorded.
     pub count: u64,
     /// Smallest, ms.
@@ -56,7 +56,7 @@ pub struct Summary {
 }
 
 /// Summarises `hist` (values in µs) in ms, rounded to 0.01 ms.
-pub fn summary(hist: &Hist) -> Summary {
+pub(crate) fn summary(hist: &Hist) -> Summary {
     if hist.is_empty() {
         return Summary::default();
     }
@@ -74,7 +74,7 @@ pub fn summary(hist: &Hist) -> Summary {
 }
 
 /// `x` rounded to two decimals.
-pub fn round2(x: f64) -> f64 {
+pub(crate) fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 

@@ -15,7 +15,7 @@ const READ_CHUNK_BYTES: usize = 4096;
 
 /// A response's status line and headers.
 #[derive(Debug, Clone)]
-pub struct Head {
+pub(crate) struct Head {
     /// The status code.
     pub status: u16,
     /// Header names (lowercased) and values.
@@ -24,7 +24,7 @@ pub struct Head {
 
 impl Head {
     /// The first value of header `name` (lowercase).
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(n, _)| n == name)
@@ -32,19 +32,19 @@ impl Head {
     }
 
     /// Whether the server closes the connection after this response.
-    pub fn is_closing(&self) -> bool {
+    pub(crate) fn is_closing(&self) -> bool {
         self.header("connection")
             .is_some_and(|v| v.eq_ignore_ascii_case("close"))
     }
 
     /// Whether the body is chunked.
-    pub fn is_chunked(&self) -> bool {
+    pub(crate) fn is_chunked(&self) -> bool {
         self.header("transfer-encoding")
             .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"))
     }
 
     /// The declared body length, if any.
-    pub fn content_length(&self) -> Option<usize> {
+    pub(crate) fn content_length(&self) -> Option<usize> {
         self.header("content-length")
             .and_then(|v| v.trim().parse().ok())
     }
@@ -52,14 +52,14 @@ impl Head {
 
 /// One client connection with the bytes read but not yet consumed.
 #[derive(Debug)]
-pub struct HttpConn {
+pub(crate) struct HttpConn {
     stream: TcpStream,
     buf: Vec<u8>,
 }
 
 impl HttpConn {
     /// Wraps a connected stream.
-    pub fn new(stream: TcpStream) -> Self {
+    pub(crate) fn new(stream: TcpStream) -> Self {
         Self {
             stream,
             buf: Vec::new(),
@@ -67,23 +67,23 @@ impl HttpConn {
     }
 
     /// Writes raw bytes (a request built by [`request`]).
-    pub async fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+    pub(crate) async fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.stream.write_all(bytes).await
     }
 
     /// Reads more bytes into the buffer; `Ok(0)` at end of stream.
-    pub async fn fill(&mut self) -> std::io::Result<usize> {
+    pub(crate) async fn fill(&mut self) -> std::io::Result<usize> {
         self.buf.reserve(READ_CHUNK_BYTES);
         self.stream.read_buf(&mut self.buf).await
     }
 
     /// Bytes read and not yet consumed.
-    pub fn buffered(&mut self) -> &mut Vec<u8> {
+    pub(crate) fn buffered(&mut self) -> &mut Vec<u8> {
         &mut self.buf
     }
 
     /// Reads a response head.
-    pub async fn read_head(&mut self) -> anyhow::Result<Head> {
+    pub(crate) async fn read_head(&mut self) -> anyhow::Result<Head> {
         loop {
             if let Some(end) = find(&self.buf, b"\r\n\r\n") {
                 let head = parse_head(&self.buf[..end])?;
@@ -100,7 +100,7 @@ impl HttpConn {
     }
 
     /// Reads the body that follows `head`.
-    pub async fn read_body(&mut self, head: &Head) -> anyhow::Result<Vec<u8>> {
+    pub(crate) async fn read_body(&mut self, head: &Head) -> anyhow::Result<Vec<u8>> {
         if head.is_chunked() {
             let mut decoder = Chunked::default();
             let mut out = Vec::new();
@@ -141,7 +141,7 @@ impl HttpConn {
 
 /// A request: `method path`, `Host`, the extra headers and the body (with
 /// its `Content-Length` when not empty or when the method sends one).
-pub fn request(
+pub(crate) fn request(
     method: &str,
     path: &str,
     host: &str,
@@ -185,13 +185,13 @@ fn parse_head(raw: &[u8]) -> anyhow::Result<Head> {
 }
 
 /// Where `needle` first occurs in `hay`.
-pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+pub(crate) fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
 /// An incremental decoder of `Transfer-Encoding: chunked`.
 #[derive(Debug, Default)]
-pub struct Chunked {
+pub(crate) struct Chunked {
     state: ChunkState,
 }
 
@@ -213,7 +213,7 @@ enum ChunkState {
 impl Chunked {
     /// Consumes what it can of `input` (leaving a partial line in place),
     /// appends decoded bytes to `out`; `Ok(true)` once the body is complete.
-    pub fn feed(&mut self, input: &mut Vec<u8>, out: &mut Vec<u8>) -> anyhow::Result<bool> {
+    pub(crate) fn feed(&mut self, input: &mut Vec<u8>, out: &mut Vec<u8>) -> anyhow::Result<bool> {
         let mut at = 0;
         loop {
             match self.state {

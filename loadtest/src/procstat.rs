@@ -11,7 +11,7 @@ use serde::Serialize;
 
 /// One reading of a process.
 #[derive(Debug, Clone, Copy, Serialize)]
-pub struct Sample {
+pub(crate) struct Sample {
     /// Resident set, KiB.
     pub rss_kib: u64,
     /// Proportional set, KiB.
@@ -28,7 +28,7 @@ pub struct Sample {
 }
 
 /// Reads process `pid` now.
-pub fn sample(pid: u32) -> anyhow::Result<Sample> {
+pub(crate) fn sample(pid: u32) -> anyhow::Result<Sample> {
     let at = Instant::now();
     let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
         .with_context(|| format!("cannot read /proc/{pid}/smaps_rollup"))?;
@@ -50,7 +50,7 @@ pub fn sample(pid: u32) -> anyhow::Result<Sample> {
 /// as is, so pages they share (code, shared memory) count once per
 /// process; Pss splits shared pages between them and sums to what the
 /// group really holds. A child that vanishes meanwhile is skipped.
-pub fn sample_tree(pid: u32) -> anyhow::Result<Sample> {
+pub(crate) fn sample_tree(pid: u32) -> anyhow::Result<Sample> {
     let mut total = sample(pid)?;
     for child in children(pid) {
         if let Ok(s) = sample(child) {
@@ -66,7 +66,7 @@ pub fn sample_tree(pid: u32) -> anyhow::Result<Sample> {
 
 /// Reads each of `pids` with its children ([`sample_tree`]) and sums them:
 /// one figure for several gateway nodes. Fails if any cannot be read.
-pub fn sample_pids(pids: &[u32]) -> anyhow::Result<Sample> {
+pub(crate) fn sample_pids(pids: &[u32]) -> anyhow::Result<Sample> {
     let (first, rest) = pids.split_first().context("no pid to sample")?;
     let mut total = sample_tree(*first)?;
     for &pid in rest {
@@ -81,7 +81,7 @@ pub fn sample_pids(pids: &[u32]) -> anyhow::Result<Sample> {
 }
 
 /// The processes whose parent is `pid` (from `/proc/*/stat`).
-pub fn children(pid: u32) -> Vec<u32> {
+pub(crate) fn children(pid: u32) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -106,7 +106,7 @@ fn parent_of(stat: &str) -> Option<u32> {
 
 /// The machine's `TcpExt: ListenOverflows` counter (connections dropped
 /// because an accept queue was full), from `/proc/net/netstat`.
-pub fn listen_overflows() -> Option<u64> {
+pub(crate) fn listen_overflows() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/net/netstat").ok()?;
     netstat_field(&text, "TcpExt:", "ListenOverflows")
 }

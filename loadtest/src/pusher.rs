@@ -24,11 +24,11 @@ const PUSH_TIMEOUT: Duration = Duration::from_secs(30);
 /// after its 10 s header timeout, nginx after 75 s), and a push written
 /// into a connection the server is closing fails without an answer; at a
 /// slow push rate each connection idles for several seconds between pushes.
-pub const MAX_IDLE_REUSE: Duration = Duration::from_secs(1);
+pub(crate) const MAX_IDLE_REUSE: Duration = Duration::from_secs(1);
 
 /// Where and how to push.
 #[derive(Debug, Clone)]
-pub struct Pusher {
+pub(crate) struct Pusher {
     /// `POST` targets, one per node: job j goes to `targets[j mod len]`.
     pub targets: Vec<Target>,
     /// Bearer key (empty: no `Authorization` header).
@@ -48,7 +48,7 @@ pub struct Pusher {
 
 /// One push to make.
 #[derive(Debug, Clone)]
-pub struct Job {
+pub(crate) struct Job {
     /// The payload's `seq`.
     pub seq: u64,
     /// Recipients: `None` for a broadcast.
@@ -57,7 +57,7 @@ pub struct Job {
 
 /// One push made.
 #[derive(Debug, Clone, Copy, Serialize)]
-pub struct Record {
+pub(crate) struct Record {
     /// The payload's `seq`.
     pub seq: u64,
     /// When its request was written, µs since the epoch.
@@ -71,7 +71,7 @@ pub struct Record {
 impl Pusher {
     /// Makes `jobs`, starting one every `1/rate` s (`rate` 0: as fast as
     /// the connections go). Returns one record per job, in `seq` order.
-    pub async fn run(
+    pub(crate) async fn run(
         &self,
         jobs: Vec<Job>,
         rate: f64,
@@ -212,7 +212,7 @@ impl Pusher {
     }
 
     /// The request body of `job`, pushed at `ts_us`.
-    pub fn body_for(&self, job: &Job, ts_us: u64) -> String {
+    pub(crate) fn body_for(&self, job: &Job, ts_us: u64) -> String {
         let pad = "x".repeat(self.payload_bytes);
         let data = format!(r#"{{"seq":{},"ts":{ts_us},"pad":"{pad}"}}"#, job.seq);
         let to = match &job.to {
@@ -224,7 +224,7 @@ impl Pusher {
 }
 
 /// Push round trips (µs) and how many were accepted (2xx).
-pub fn summarize(records: &[Record]) -> (Hist, u64) {
+pub(crate) fn summarize(records: &[Record]) -> (Hist, u64) {
     let mut rtt = hist::new_hist();
     let mut accepted = 0;
     for r in records {

@@ -10,7 +10,7 @@ use crate::hist::{self, Hist};
 
 /// One scenario's results.
 #[derive(Debug)]
-pub struct Report {
+pub(crate) struct Report {
     scenario: String,
     params: Value,
     results: Map<String, Value>,
@@ -20,7 +20,7 @@ pub struct Report {
 
 impl Report {
     /// An empty report of `scenario` run with `params`.
-    pub fn new(scenario: &str, params: Value) -> Self {
+    pub(crate) fn new(scenario: &str, params: Value) -> Self {
         Self {
             scenario: scenario.to_owned(),
             params,
@@ -31,7 +31,7 @@ impl Report {
     }
 
     /// Adds a figure: `key` in JSON, `label` and `unit` in the table.
-    pub fn metric(&mut self, key: &str, label: &str, value: impl Into<Value>, unit: &str) {
+    pub(crate) fn metric(&mut self, key: &str, label: &str, value: impl Into<Value>, unit: &str) {
         let value = value.into();
         self.rows
             .push([label.to_owned(), show(&value), unit.to_owned()]);
@@ -39,13 +39,13 @@ impl Report {
     }
 
     /// Adds detail to the JSON only.
-    pub fn detail(&mut self, key: &str, value: impl Into<Value>) {
+    pub(crate) fn detail(&mut self, key: &str, value: impl Into<Value>) {
         self.results.insert(key.to_owned(), value.into());
     }
 
     /// Adds a histogram (µs): its summary in JSON, p50/p99/max in the
     /// table, and a curve in the chart.
-    pub fn histogram(&mut self, key: &str, label: &str, h: &Hist) {
+    pub(crate) fn histogram(&mut self, key: &str, label: &str, h: &Hist) {
         self.histogram_row(key, label, h);
         if !h.is_empty() {
             self.charts.push((label.to_owned(), h.clone()));
@@ -53,7 +53,7 @@ impl Report {
     }
 
     /// Adds a histogram (µs) to the JSON and the table, not the chart.
-    pub fn histogram_row(&mut self, key: &str, label: &str, h: &Hist) {
+    pub(crate) fn histogram_row(&mut self, key: &str, label: &str, h: &Hist) {
         let s = hist::summary(h);
         self.rows.push([
             format!("{label} p50 / p99 / max"),
@@ -70,14 +70,14 @@ impl Report {
     }
 
     /// Adds a curve to the chart only.
-    pub fn chart(&mut self, label: &str, h: &Hist) {
+    pub(crate) fn chart(&mut self, label: &str, h: &Hist) {
         if !h.is_empty() {
             self.charts.push((label.to_owned(), h.clone()));
         }
     }
 
     /// The report as JSON.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         json!({
             "scenario": self.scenario,
             "params": self.params,
@@ -86,7 +86,7 @@ impl Report {
     }
 
     /// The report as Markdown: a heading, the parameters, a table.
-    pub fn to_markdown(&self) -> String {
+    pub(crate) fn to_markdown(&self) -> String {
         let mut out = format!("### loadtest {}\n\n", self.scenario);
         if let Some(params) = self.params.as_object() {
             let list: Vec<String> = params
@@ -104,7 +104,7 @@ impl Report {
 
     /// Prints the Markdown, and writes the JSON, Markdown and chart where
     /// asked.
-    pub fn emit(
+    pub(crate) fn emit(
         &self,
         json_path: Option<&Path>,
         markdown_path: Option<&Path>,

@@ -3,11 +3,11 @@
 
 /// A xorshift64* generator.
 #[derive(Debug, Clone)]
-pub struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
     /// A generator seeded with `seed` (0 is replaced by a fixed constant).
-    pub fn new(seed: u64) -> Self {
+    pub(crate) fn new(seed: u64) -> Self {
         Self(if seed == 0 {
             0x9E37_79B9_7F4A_7C15
         } else {
@@ -16,7 +16,7 @@ impl Rng {
     }
 
     /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x >> 12;
         x ^= x << 25;
@@ -26,7 +26,7 @@ impl Rng {
     }
 
     /// A value in `lo..=hi` (`lo` when `hi <= lo`).
-    pub fn between(&mut self, lo: u64, hi: u64) -> u64 {
+    pub(crate) fn between(&mut self, lo: u64, hi: u64) -> u64 {
         if hi <= lo {
             return lo;
         }

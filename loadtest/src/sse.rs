@@ -4,7 +4,7 @@
 /// One event: its `id` (pushgate puts the cursor there) and its data
 /// (lines joined with `\n`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Event {
+pub(crate) struct Event {
     /// The `id:` field, if any.
     pub id: Option<String>,
     /// The `data:` lines, joined.
@@ -13,7 +13,7 @@ pub struct Event {
 
 /// Accumulates lines until a blank line dispatches an event.
 #[derive(Debug, Default)]
-pub struct Parser {
+pub(crate) struct Parser {
     pending: Vec<u8>,
     data: Vec<u8>,
     id: Option<String>,
@@ -22,7 +22,7 @@ pub struct Parser {
 
 impl Parser {
     /// Feeds decoded body bytes; pushes each complete event onto `out`.
-    pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<Event>) {
+    pub(crate) fn feed(&mut self, bytes: &[u8], out: &mut Vec<Event>) {
         self.pending.extend_from_slice(bytes);
         let mut start = 0;
         while let Some(nl) = self.pending[start..].iter().position(|&b| b == b'\n') {

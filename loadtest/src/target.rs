@@ -12,11 +12,11 @@ use tokio::net::{TcpSocket, TcpStream};
 
 /// Connections per source address past which another loopback source is
 /// used (the ephemeral port range here holds about 28,000).
-pub const CONNECTIONS_PER_SOURCE: u64 = 25_000;
+pub(crate) const CONNECTIONS_PER_SOURCE: u64 = 25_000;
 
 /// A parsed URL template.
 #[derive(Debug, Clone)]
-pub struct Target {
+pub(crate) struct Target {
     /// `ws`, `wss`, `http` or `https` (only the plain ones are served).
     pub scheme: String,
     /// Host as written (sent in the `Host` header).
@@ -29,7 +29,7 @@ pub struct Target {
 
 impl Target {
     /// Parses `url`; refuses TLS schemes (loopback only, no TLS stack).
-    pub fn parse(url: &str) -> anyhow::Result<Self> {
+    pub(crate) fn parse(url: &str) -> anyhow::Result<Self> {
         let (scheme, rest) = url
             .split_once("://")
             .with_context(|| format!("{url:?}: not a URL (no scheme)"))?;
@@ -53,13 +53,13 @@ impl Target {
     }
 
     /// The `Host` header value.
-    pub fn host_header(&self) -> String {
+    pub(crate) fn host_header(&self) -> String {
         format!("{}:{}", self.host, self.port)
     }
 
     /// The request target for `user`, with `cursor` appended as the query
     /// parameter `cursor_param` when given.
-    pub fn path_for(&self, user: &str, cursor: Option<(&str, &str)>) -> String {
+    pub(crate) fn path_for(&self, user: &str, cursor: Option<(&str, &str)>) -> String {
         let mut path = self.path.replace("{user}", user);
         if let Some((param, value)) = cursor {
             path.push(if path.contains('?') { '&' } else { '?' });
@@ -71,7 +71,7 @@ impl Target {
     }
 
     /// The full URL for `user` (what tungstenite's handshake wants).
-    pub fn url_for(&self, user: &str, cursor: Option<(&str, &str)>) -> String {
+    pub(crate) fn url_for(&self, user: &str, cursor: Option<(&str, &str)>) -> String {
         format!(
             "{}://{}{}",
             self.scheme,
@@ -81,7 +81,7 @@ impl Target {
     }
 
     /// Resolves the host to one IPv4 socket address.
-    pub async fn resolve(&self) -> anyhow::Result<SocketAddr> {
+    pub(crate) async fn resolve(&self) -> anyhow::Result<SocketAddr> {
         let mut addrs = tokio::net::lookup_host((self.host.as_str(), self.port))
             .await
             .with_context(|| format!("cannot resolve {}", self.host))?;
@@ -105,7 +105,7 @@ fn encode_query_value(value: &str) -> String {
 }
 
 /// How many loopback source addresses `connections` need (at least 1).
-pub fn sources_for(connections: u64) -> u8 {
+pub(crate) fn sources_for(connections: u64) -> u8 {
     connections
         .div_ceil(CONNECTIONS_PER_SOURCE)
         .clamp(1, 254)
@@ -116,7 +116,7 @@ pub fn sources_for(connections: u64) -> u8 {
 /// The source address of global connection number `index`: connections
 /// round-robin over `127.0.0.1 ..= 127.0.0.<sources>`. `None` when one
 /// source is enough (the kernel picks, as for any client).
-pub fn source_of(index: u64, sources: u8) -> Option<Ipv4Addr> {
+pub(crate) fn source_of(index: u64, sources: u8) -> Option<Ipv4Addr> {
     if sources <= 1 {
         return None;
     }
@@ -128,12 +128,15 @@ pub fn source_of(index: u64, sources: u8) -> Option<Ipv4Addr> {
 /// connection number `index` starts on: connections round-robin over the
 /// nodes, so each of k nodes holds every k-th connection of every
 /// transport.
-pub fn node_of(index: u64, nodes: usize) -> usize {
+pub(crate) fn node_of(index: u64, nodes: usize) -> usize {
     (index % nodes.max(1) as u64) as usize
 }
 
 /// Opens a TCP connection to `addr`, bound to `source` first if given.
-pub async fn connect(addr: SocketAddr, source: Option<Ipv4Addr>) -> std::io::Result<TcpStream> {
+pub(crate) async fn connect(
+    addr: SocketAddr,
+    source: Option<Ipv4Addr>,
+) -> std::io::Result<TcpStream> {
     let socket = TcpSocket::new_v4()?;
     if let Some(ip) = source {
         socket.bind(SocketAddr::V4(SocketAddrV4::new(ip, 0)))?;
@@ -144,7 +147,7 @@ pub async fn connect(addr: SocketAddr, source: Option<Ipv4Addr>) -> std::io::Res
 }
 
 /// The user id of user number `index`.
-pub fn user_id(prefix: &str, index: u64) -> String {
+pub(crate) fn user_id(prefix: &str, index: u64) -> String {
     format!("{prefix}{index}")
 }
 

@@ -30,12 +30,12 @@ use crate::metrics::names;
 use crate::protocol::UserId;
 
 /// How long a demo token is valid, in seconds.
-pub const DEMO_TOKEN_TTL_SECS: u64 = 3600;
+pub(crate) const DEMO_TOKEN_TTL_SECS: u64 = 3600;
 /// The largest `/demo/token` body accepted, in bytes.
 const MAX_TOKEN_REQUEST_BYTES: usize = 1024;
 
 /// `POST /demo/token`.
-pub async fn token<B>(gw: &Gateway, req: Request<B>) -> Response<Body>
+pub(crate) async fn token<B>(gw: &Gateway, req: Request<B>) -> Response<Body>
 where
     B: hyper::body::Body + Send,
     B::Error: std::error::Error + Send + Sync + 'static,
@@ -90,7 +90,7 @@ where
 }
 
 /// `POST /demo/push`: `POST /push` with the gateway vouching for the key.
-pub async fn push(gw: &Gateway, mut req: Request<hyper::body::Incoming>) -> Response<Body> {
+pub(crate) async fn push(gw: &Gateway, mut req: Request<hyper::body::Incoming>) -> Response<Body> {
     if let Err(err) = check_request(gw, &req) {
         return refused(err);
     }

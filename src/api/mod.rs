@@ -3,11 +3,11 @@
 //! the static files. The server's router dispatches here; errors map to
 //! HTTP in `http::error`.
 
-pub mod demo;
-pub mod operators;
+pub(crate) mod demo;
+pub(crate) mod operators;
 pub mod push;
 pub(crate) mod request;
-pub mod static_files;
+pub(crate) mod static_files;
 
 use crate::http::ApiError;
 use crate::protocol::BadUserId;

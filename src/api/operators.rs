@@ -15,7 +15,7 @@ use crate::protocol::{Transport, UserId};
 
 /// `GET /users/<uid>`: whether the user is connected, and how often,
 /// over every node of the cluster.
-pub async fn user<B>(gw: &Gateway, req: &Request<B>, uid: &str) -> Response<Body> {
+pub(crate) async fn user<B>(gw: &Gateway, req: &Request<B>, uid: &str) -> Response<Body> {
     let answer = authorize(gw, req).and_then(|()| {
         let decoded = percent_encoding::percent_decode_str(uid).decode_utf8_lossy();
         UserId::parse(&decoded).map_err(|err| ApiError::BadUserId(err.to_string()))
@@ -41,12 +41,12 @@ pub async fn user<B>(gw: &Gateway, req: &Request<B>, uid: &str) -> Response<Body
 }
 
 /// `GET /healthz`: 200 while the process serves.
-pub fn health() -> Response<Body> {
+pub(crate) fn health() -> Response<Body> {
     json_response(StatusCode::OK, &json!({ "status": "ok" }))
 }
 
 /// `GET /readyz`: 200 while accepting connections with a reachable broker.
-pub fn ready(gw: &Gateway) -> Response<Body> {
+pub(crate) fn ready(gw: &Gateway) -> Response<Body> {
     if gw.is_ready() {
         json_response(StatusCode::OK, &json!({ "status": "ready" }))
     } else {
@@ -65,7 +65,7 @@ pub fn ready(gw: &Gateway) -> Response<Body> {
 
 /// `GET /metrics`: Prometheus text format. Gauges are read from the
 /// gateway's state at scrape time.
-pub fn metrics(gw: &Gateway) -> Response<Body> {
+pub(crate) fn metrics(gw: &Gateway) -> Response<Body> {
     let transports = [Transport::Ws, Transport::Poll, Transport::Sse];
     for (label, transport) in TRANSPORTS.iter().zip(transports) {
         metrics::gauge!(names::CONNECTIONS, "transport" => *label)

@@ -15,7 +15,7 @@ use crate::http::{Body, empty, full};
 
 /// The file a request path names under `root`, or `None` for a path that
 /// could leave it. `/` is `index.html`.
-pub fn resolve(root: &Path, request_path: &str) -> Option<PathBuf> {
+pub(crate) fn resolve(root: &Path, request_path: &str) -> Option<PathBuf> {
     let decoded = percent_encoding::percent_decode_str(request_path)
         .decode_utf8()
         .ok()?;
@@ -42,7 +42,7 @@ pub fn resolve(root: &Path, request_path: &str) -> Option<PathBuf> {
 }
 
 /// The content type for a file name.
-pub fn content_type(path: &Path) -> &'static str {
+pub(crate) fn content_type(path: &Path) -> &'static str {
     match path.extension().and_then(|e| e.to_str()) {
         Some("html") => "text/html; charset=utf-8",
         Some("js" | "mjs") => "text/javascript; charset=utf-8",
@@ -59,7 +59,7 @@ pub fn content_type(path: &Path) -> &'static str {
 
 /// Serves one file (GET or HEAD); 404 when no file is there, 405 for
 /// another method on a file.
-pub async fn serve(root: &str, request_path: &str, method: &Method) -> Response<Body> {
+pub(crate) async fn serve(root: &str, request_path: &str, method: &Method) -> Response<Body> {
     let Some(path) = resolve(Path::new(root), request_path) else {
         return ApiError::NotFound.into_body_response();
     };

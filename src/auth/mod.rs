@@ -1,7 +1,7 @@
 //! Who may connect and who may push: client tokens, the API key, origins.
 
-pub mod api_key;
-pub mod origin;
+pub(crate) mod api_key;
+pub(crate) mod origin;
 pub mod token;
 
 pub use api_key::ApiKey;

@@ -28,7 +28,7 @@ use crate::registry::{Lane, Registry};
 /// What to run once a message reached every connection it should (on the
 /// lane that finished last). Two messages' `then`s may run at once, on two
 /// lanes, so what they record must only move forward (`fetch_max`).
-pub type Then = Box<dyn FnOnce() + Send>;
+pub(crate) type Then = Box<dyn FnOnce() + Send>;
 
 /// One message, shared by every lane.
 struct Job {
@@ -42,20 +42,20 @@ struct Job {
 /// Hands messages to the fan-out threads. Dropping it lets the threads
 /// finish what they hold and exit.
 #[derive(Debug)]
-pub struct Fanout {
+pub(crate) struct Fanout {
     lanes: Vec<mpsc::Sender<Arc<Job>>>,
 }
 
 impl Fanout {
     /// Starts one thread per available core delivering to `registry`'s
     /// connections.
-    pub fn start(registry: Arc<Registry>) -> std::io::Result<Self> {
+    pub(crate) fn start(registry: Arc<Registry>) -> std::io::Result<Self> {
         let lanes = std::thread::available_parallelism().map_or(1, usize::from);
         Self::with_lanes(registry, lanes)
     }
 
     /// Starts `lanes` threads (at least 1).
-    pub fn with_lanes(registry: Arc<Registry>, lanes: usize) -> std::io::Result<Self> {
+    pub(crate) fn with_lanes(registry: Arc<Registry>, lanes: usize) -> std::io::Result<Self> {
         let count = lanes.max(1) as u64;
         let mut senders = Vec::with_capacity(count as usize);
         for index in 0..count {
@@ -86,12 +86,12 @@ impl Fanout {
 
     /// Queues `frame` for `target`, after every message handed over
     /// before it; `then` runs once every lane has delivered it.
-    pub fn deliver(&self, frame: Frame, target: PushTarget, then: Option<Then>) {
+    pub(crate) fn deliver(&self, frame: Frame, target: PushTarget, then: Option<Then>) {
         self.send(Some((frame, target)), then);
     }
 
     /// Runs `then` once every message handed over before it is delivered.
-    pub fn after(&self, then: Then) {
+    pub(crate) fn after(&self, then: Then) {
         self.send(None, Some(then));
     }
 

@@ -45,7 +45,7 @@ pub struct MemoryBus {
 }
 
 /// Completes once a published message reached every connection it was for.
-pub type Delivery = oneshot::Receiver<()>;
+pub(crate) type Delivery = oneshot::Receiver<()>;
 
 impl MemoryBus {
     /// A bus over `registry` keeping `history_size` messages per stream for

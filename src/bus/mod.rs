@@ -4,9 +4,9 @@
 //! The memory bus (the default) serves one process; a Redis bus lets many
 //! share users. The rest of the gateway sees only [`Bus`].
 
-pub mod fanout;
-pub mod memory;
-pub mod redis;
+pub(crate) mod fanout;
+pub(crate) mod memory;
+pub(crate) mod redis;
 mod resume;
 
 use futures_util::future::BoxFuture;

@@ -1,9 +1,9 @@
 //! Message history, cursors and idempotency keys (pure: no clock, no I/O).
 
 pub mod cursor;
-pub mod dedupe;
-pub mod ring;
-pub mod store;
+pub(crate) mod dedupe;
+pub(crate) mod ring;
+pub(crate) mod store;
 
 pub use cursor::{BadCursor, Cursor};
 pub use dedupe::Dedupe;

@@ -7,14 +7,14 @@ use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Empty, Full};
 
 /// The body type of every response (fixed bodies and streams alike).
-pub type Body = UnsyncBoxBody<Bytes, Infallible>;
+pub(crate) type Body = UnsyncBoxBody<Bytes, Infallible>;
 
 /// An empty body.
-pub fn empty() -> Body {
+pub(crate) fn empty() -> Body {
     Empty::new().boxed_unsync()
 }
 
 /// A body of these bytes.
-pub fn full(bytes: impl Into<Bytes>) -> Body {
+pub(crate) fn full(bytes: impl Into<Bytes>) -> Body {
     Full::new(bytes.into()).boxed_unsync()
 }

@@ -14,7 +14,7 @@ use super::MAX_HEADERS;
 
 /// A complete request head.
 #[derive(Debug)]
-pub struct Head {
+pub(crate) struct Head {
     /// The request line and headers (no body).
     pub request: Request<()>,
     /// Bytes the head took, blank line included.
@@ -26,7 +26,7 @@ pub struct Head {
 
 /// What the bytes read so far hold.
 #[derive(Debug)]
-pub enum Parsed<R> {
+pub(crate) enum Parsed<R> {
     /// Not a whole head yet.
     Partial,
     /// A simple head for a path the caller serves, with what the caller
@@ -42,7 +42,7 @@ pub enum Parsed<R> {
 /// `max_headers` headers (at most [`MAX_HEADERS`]: the slots live on the
 /// stack). `serves` maps a `GET` request's path (without its query) to
 /// what the caller serves there, or `None` to leave it to hyper.
-pub fn parse<R>(
+pub(crate) fn parse<R>(
     buf: &[u8],
     max_headers: usize,
     serves: impl FnOnce(&str) -> Option<R>,

@@ -7,7 +7,7 @@
 
 pub(crate) mod body;
 pub(crate) mod error;
-pub mod head;
+pub(crate) mod head;
 pub(crate) mod wire;
 
 pub(crate) use body::{Body, empty, full};

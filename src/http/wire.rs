@@ -21,7 +21,7 @@ use crate::http::Body;
 
 /// How the body of an answer is delimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Length {
+pub(crate) enum Length {
     /// `content-length: N`.
     Fixed(usize),
     /// `transfer-encoding: chunked`: a stream, each write a chunk.
@@ -29,12 +29,12 @@ pub enum Length {
 }
 
 /// The end of a chunked body.
-pub const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
+pub(crate) const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
 
 /// The status line and headers of `parts`, with the framing headers
 /// added: the length (or chunked transfer), `connection: close` if the
 /// connection ends after it, and `date`.
-pub fn response_head(parts: &Parts, length: Length, keep_alive: bool) -> BytesMut {
+pub(crate) fn response_head(parts: &Parts, length: Length, keep_alive: bool) -> BytesMut {
     let mut buf = BytesMut::with_capacity(256);
     buf.put_slice(b"HTTP/1.1 ");
     buf.put_slice(parts.status.as_str().as_bytes());
@@ -61,7 +61,7 @@ pub fn response_head(parts: &Parts, length: Length, keep_alive: bool) -> BytesMu
 }
 
 /// A whole answer with a fixed-length `body`.
-pub fn response(parts: &Parts, body: &[u8], keep_alive: bool) -> Bytes {
+pub(crate) fn response(parts: &Parts, body: &[u8], keep_alive: bool) -> Bytes {
     let mut buf = response_head(parts, Length::Fixed(body.len()), keep_alive);
     buf.put_slice(body);
     buf.freeze()
@@ -69,7 +69,7 @@ pub fn response(parts: &Parts, body: &[u8], keep_alive: bool) -> Bytes {
 
 /// Appends `data` to `buf` as one chunk of a chunked body (nothing for no
 /// data: an empty chunk would end the body).
-pub fn put_chunk(buf: &mut BytesMut, data: &[u8]) {
+pub(crate) fn put_chunk(buf: &mut BytesMut, data: &[u8]) {
     if data.is_empty() {
         return;
     }
@@ -95,7 +95,7 @@ fn hex_digits(mut n: usize, out: &mut [u8; 16]) -> &[u8] {
 }
 
 /// `data` as one chunk of a chunked body.
-pub fn chunk(data: &[u8]) -> Bytes {
+pub(crate) fn chunk(data: &[u8]) -> Bytes {
     let mut buf = BytesMut::with_capacity(data.len() + 12);
     put_chunk(&mut buf, data);
     buf.freeze()
@@ -129,7 +129,7 @@ fn with_date<R>(f: impl FnOnce(&[u8]) -> R) -> R {
 
 /// A whole answer from a handler's response (whose body is in memory:
 /// every answer the front door writes this way is).
-pub async fn encode(resp: Response<Body>, keep_alive: bool) -> Bytes {
+pub(crate) async fn encode(resp: Response<Body>, keep_alive: bool) -> Bytes {
     let (parts, body) = resp.into_parts();
     let body = match body.collect().await {
         Ok(collected) => collected.to_bytes(),
@@ -141,13 +141,13 @@ pub async fn encode(resp: Response<Body>, keep_alive: bool) -> Bytes {
 /// Writes what fits of `bytes` to `tcp` now (a producer's direct write):
 /// `None` when all of it went out, or what is left. `WouldBlock` when
 /// nothing fits.
-pub fn try_send(tcp: &TcpStream, bytes: &Bytes) -> io::Result<Option<Bytes>> {
+pub(crate) fn try_send(tcp: &TcpStream, bytes: &Bytes) -> io::Result<Option<Bytes>> {
     let n = tcp.try_write(bytes)?;
     Ok((n < bytes.len()).then(|| bytes.slice(n..)))
 }
 
 /// Writes all of `bytes` to `tcp`, waiting for room as needed.
-pub async fn write_all(tcp: &TcpStream, mut bytes: &[u8]) -> io::Result<()> {
+pub(crate) async fn write_all(tcp: &TcpStream, mut bytes: &[u8]) -> io::Result<()> {
     while !bytes.is_empty() {
         tcp.writable().await?;
         match tcp.try_write(bytes) {

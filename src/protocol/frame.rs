@@ -167,7 +167,7 @@ impl FrameKind {
 }
 
 /// `{"type":"message","id":…,"cursor":…,"stream":…,"data":<data verbatim>}`
-pub fn message(id: &str, cursor: &str, stream: StreamKind, data: &RawValue) -> Bytes {
+pub(crate) fn message(id: &str, cursor: &str, stream: StreamKind, data: &RawValue) -> Bytes {
     let data = data.get();
     let mut w = JsonWriter::with_capacity(id.len() + cursor.len() + data.len());
     w.raw(r#"{"type":"message","id":"#).string(id);
@@ -180,7 +180,7 @@ pub fn message(id: &str, cursor: &str, stream: StreamKind, data: &RawValue) -> B
 /// A `message` frame split around its cursor, for a broker that numbers
 /// the message: `head + cursor + tail` is exactly [`message`]'s output.
 /// Cursors are `[0-9a-f-]`, which need no JSON escaping.
-pub fn message_parts(id: &str, stream: StreamKind, data: &RawValue) -> (Bytes, Bytes) {
+pub(crate) fn message_parts(id: &str, stream: StreamKind, data: &RawValue) -> (Bytes, Bytes) {
     let data = data.get();
     let mut head = JsonWriter::with_capacity(id.len());
     head.raw(r#"{"type":"message","id":"#).string(id);
@@ -192,7 +192,7 @@ pub fn message_parts(id: &str, stream: StreamKind, data: &RawValue) -> (Bytes, B
 }
 
 /// `{"type":"recover","complete":true|false,"cursor":…}`
-pub fn recover(complete: bool, cursor: &str) -> Bytes {
+pub(crate) fn recover(complete: bool, cursor: &str) -> Bytes {
     let mut w = JsonWriter::with_capacity(cursor.len());
     w.raw(r#"{"type":"recover","complete":"#)
         .raw(if complete { "true" } else { "false" });
@@ -202,7 +202,7 @@ pub fn recover(complete: bool, cursor: &str) -> Bytes {
 
 /// `{"type":"reconnect","reason":…,"retry_ms":N,"cursor":…}`; `retry_ms` is
 /// how long the client waits before coming back, `0` meaning at once.
-pub fn reconnect(reason: ReconnectReason, retry_ms: u64, cursor: &str) -> Bytes {
+pub(crate) fn reconnect(reason: ReconnectReason, retry_ms: u64, cursor: &str) -> Bytes {
     let mut w = JsonWriter::with_capacity(cursor.len());
     w.raw(r#"{"type":"reconnect","reason":""#)
         .raw(reason.as_str());
@@ -212,7 +212,7 @@ pub fn reconnect(reason: ReconnectReason, retry_ms: u64, cursor: &str) -> Bytes 
 }
 
 /// `{"type":"close","reason":…}`
-pub fn close(reason: CloseReason) -> Bytes {
+pub(crate) fn close(reason: CloseReason) -> Bytes {
     let mut w = JsonWriter::with_capacity(0);
     w.raw(r#"{"type":"close","reason":""#)
         .raw(reason.as_str())
@@ -223,7 +223,7 @@ pub fn close(reason: CloseReason) -> Bytes {
 /// `{"type":"error","code":…,"message":…}`: the answer to a client frame
 /// the gateway could not use (an extension to PROTOCOL.md). `code` is a
 /// stable machine-readable string, `message` a human one.
-pub fn error(code: &str, message: &str) -> Bytes {
+pub(crate) fn error(code: &str, message: &str) -> Bytes {
     let mut w = JsonWriter::with_capacity(code.len() + message.len());
     w.raw(r#"{"type":"error","code":"#).string(code);
     w.raw(r#","message":"#).string(message).raw("}");
@@ -232,7 +232,7 @@ pub fn error(code: &str, message: &str) -> Bytes {
 
 /// `{"type":"pong"}`: the answer to a client's `{"type":"ping"}` (an
 /// extension to PROTOCOL.md).
-pub fn pong() -> Bytes {
+pub(crate) fn pong() -> Bytes {
     Bytes::from_static(br#"{"type":"pong"}"#)
 }
 
@@ -248,7 +248,7 @@ pub fn pong() -> Bytes {
 /// An `id` (or `kind`) that SSE cannot carry (one containing CR or LF, or
 /// NUL for `id`) is left out rather than allowed to break the stream;
 /// gateway cursors never contain them.
-pub fn sse_event(kind: &str, json: &[u8], id: Option<&str>) -> Bytes {
+pub(crate) fn sse_event(kind: &str, json: &[u8], id: Option<&str>) -> Bytes {
     let id_len = id.map_or(0, str::len);
     let mut buf = BytesMut::with_capacity(kind.len() + id_len + json.len() + 32);
     if is_sse_field_value(kind) {
@@ -264,7 +264,7 @@ pub fn sse_event(kind: &str, json: &[u8], id: Option<&str>) -> Bytes {
 
 /// An SSE comment (`: <text>\n\n`), ignored by browsers; keeps proxies from
 /// timing out an idle stream. `sse_comment("ping")` is `: ping\n\n`.
-pub fn sse_comment(text: &str) -> Bytes {
+pub(crate) fn sse_comment(text: &str) -> Bytes {
     let mut buf = BytesMut::with_capacity(text.len() + 4);
     put_sse_lines(&mut buf, "", text.as_bytes());
     buf.put_u8(b'\n');
@@ -273,7 +273,7 @@ pub fn sse_comment(text: &str) -> Bytes {
 
 /// A long-poll answer: the encoded frames as one JSON array, `[f1,f2,…]`
 /// (`[]` for none).
-pub fn json_array<I>(frames: I) -> Bytes
+pub(crate) fn json_array<I>(frames: I) -> Bytes
 where
     I: IntoIterator,
     I::Item: AsRef<[u8]>,

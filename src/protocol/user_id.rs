@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 /// The longest user id accepted, in bytes.
-pub const MAX_USER_ID_BYTES: usize = 128;
+pub(crate) const MAX_USER_ID_BYTES: usize = 128;
 
 /// A validated user id: 1 to 128 bytes of `[A-Za-z0-9_.:@-]`.
 ///

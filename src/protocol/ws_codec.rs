@@ -20,10 +20,10 @@ use tokio_tungstenite::tungstenite::protocol::{
 use tokio_tungstenite::tungstenite::{Error as WsError, Message, Utf8Bytes};
 
 /// An unsolicited server ping with no payload (RFC 6455 §5.5.2).
-pub const PING: &[u8] = &[0x89, 0x00];
+pub(crate) const PING: &[u8] = &[0x89, 0x00];
 
 /// `payload` as one unmasked, final text frame (RFC 6455 §5.2).
-pub fn text_frame(payload: &[u8]) -> Bytes {
+pub(crate) fn text_frame(payload: &[u8]) -> Bytes {
     let len = payload.len();
     let mut frame = BytesMut::with_capacity(len + 10);
     frame.put_u8(0x81); // FIN, opcode 1 (text)
@@ -44,14 +44,14 @@ pub fn text_frame(payload: &[u8]) -> Bytes {
 
 /// The client side of one connection, parsed from memory.
 #[derive(Debug)]
-pub struct Inbound {
+pub(crate) struct Inbound {
     ctx: WebSocketContext,
     replies: Vec<u8>,
 }
 
 impl Inbound {
     /// A server-side parser held to `config`'s frame and message limits.
-    pub fn new(config: WebSocketConfig) -> Self {
+    pub(crate) fn new(config: WebSocketConfig) -> Self {
         Self {
             ctx: WebSocketContext::new(Role::Server, Some(config)),
             replies: Vec::new(),
@@ -62,7 +62,7 @@ impl Inbound {
     /// `None` once `input` holds no complete frame any more (the rest is
     /// kept for the next call). Errors are the client's (a broken frame, a
     /// frame too big) or the end of the close handshake.
-    pub fn next_message(&mut self, input: &mut &[u8]) -> Result<Option<Message>, WsError> {
+    pub(crate) fn next_message(&mut self, input: &mut &[u8]) -> Result<Option<Message>, WsError> {
         let mut feed = Feed {
             input,
             replies: &mut self.replies,
@@ -77,7 +77,7 @@ impl Inbound {
     /// Starts the close handshake from our side with `code` and `reason`;
     /// returns the close frame to write. `None` if a close was already sent
     /// or received (there is nothing more to say).
-    pub fn close_frame(&mut self, code: CloseCode, reason: &'static str) -> Option<Bytes> {
+    pub(crate) fn close_frame(&mut self, code: CloseCode, reason: &'static str) -> Option<Bytes> {
         let frame = CloseFrame {
             code,
             reason: Utf8Bytes::from_static(reason),
@@ -93,7 +93,7 @@ impl Inbound {
 
     /// What the protocol answered by itself since the last call (pongs to
     /// the client's pings, the reply to its close), to be written in order.
-    pub fn take_replies(&mut self) -> Option<Bytes> {
+    pub(crate) fn take_replies(&mut self) -> Option<Bytes> {
         if self.replies.is_empty() {
             return None;
         }
@@ -102,7 +102,7 @@ impl Inbound {
 
     /// Writes out replies tungstenite queued but has not flushed yet (the
     /// answer to a client's close), so [`Inbound::take_replies`] sees them.
-    pub fn flush(&mut self) {
+    pub(crate) fn flush(&mut self) {
         let mut none: &[u8] = &[];
         let mut feed = Feed {
             input: &mut none,

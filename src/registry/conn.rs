@@ -10,7 +10,7 @@ use crate::protocol::{Transport, UserId};
 use crate::wheel::TimerKey;
 
 /// A process-unique connection number; also the payload of its timer entry.
-pub type ConnId = u64;
+pub(crate) type ConnId = u64;
 
 /// A connection: its queue, its activity clock and its timer entry.
 ///

@@ -3,10 +3,10 @@
 //! outbound queue, which the fan-out writes into (or straight to the
 //! socket, when the connection is idle).
 
-pub mod conn;
-pub mod outbound;
-pub mod users;
+pub(crate) mod conn;
+pub(crate) mod outbound;
+pub(crate) mod users;
 
-pub use conn::{Conn, ConnId};
-pub use outbound::{DirectWrite, Outbound, Outgoing, Pushed};
-pub use users::{AtCapacity, Attached, Lane, PollSession, Registry, User};
+pub(crate) use conn::{Conn, ConnId};
+pub(crate) use outbound::{DirectWrite, Outgoing, Pushed};
+pub(crate) use users::{AtCapacity, Attached, Lane, Registry, User};

@@ -77,7 +77,7 @@ enum Next {
 }
 
 /// Serves a plain-TCP connection until it closes.
-pub async fn serve(
+pub(crate) async fn serve(
     gw: Arc<Gateway>,
     stream: PeerStream<TcpStream>,
     peer: SocketAddr,

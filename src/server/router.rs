@@ -18,7 +18,7 @@ use crate::transport::{cors, longpoll, sse, websocket};
 
 /// Which endpoint a path names, and the methods it takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route<'a> {
+pub(crate) enum Route<'a> {
     /// `GET /ws`
     WebSocket,
     /// `GET /poll` (and its CORS preflight)
@@ -46,7 +46,7 @@ pub enum Route<'a> {
 impl<'a> Route<'a> {
     /// The route for a path (`metrics_here`: whether `/metrics` is served
     /// on this listener; `demo`: whether demo mode is on).
-    pub fn of(path: &'a str, metrics_here: bool, demo: bool) -> Self {
+    pub(crate) fn of(path: &'a str, metrics_here: bool, demo: bool) -> Self {
         match path {
             "/demo/token" if demo => Self::DemoToken,
             "/demo/push" if demo => Self::DemoPush,
@@ -65,7 +65,7 @@ impl<'a> Route<'a> {
     }
 
     /// The methods the route answers, as an `Allow` value.
-    pub fn allow(self) -> &'static str {
+    pub(crate) fn allow(self) -> &'static str {
         match self {
             Self::Push | Self::DemoToken | Self::DemoPush => "POST",
             Self::WebSocket => "GET",
@@ -88,7 +88,7 @@ impl<'a> Route<'a> {
 }
 
 /// Answers one request on the main listener.
-pub async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Response<Body> {
+pub(crate) async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Response<Body> {
     let metrics_here = gw.config.metrics.listen.is_none();
     let path = req.uri().path().to_owned();
     let route = Route::of(&path, metrics_here, gw.config.demo.enabled);
@@ -128,7 +128,7 @@ pub async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Response<Body> 
 }
 
 /// Answers one request on the separate metrics listener.
-pub async fn handle_metrics(gw: Arc<Gateway>, req: Request<Incoming>) -> Response<Body> {
+pub(crate) async fn handle_metrics(gw: Arc<Gateway>, req: Request<Incoming>) -> Response<Body> {
     match (req.method(), req.uri().path()) {
         (&Method::GET | &Method::HEAD, "/metrics") => operators::metrics(&gw),
         (_, "/metrics") => ApiError::MethodNotAllowed { allow: "GET, HEAD" }.into_body_response(),

@@ -62,7 +62,7 @@ pub enum TlsError {
 
 /// The acceptor for `server`'s certificate and key; `None` when TLS is off
 /// (validation guarantees the two keys are set together).
-pub fn acceptor(server: &ServerConfig) -> Result<Option<TlsAcceptor>, TlsError> {
+pub(crate) fn acceptor(server: &ServerConfig) -> Result<Option<TlsAcceptor>, TlsError> {
     let (Some(cert_path), Some(key_path)) = (&server.tls_cert, &server.tls_key) else {
         return Ok(None);
     };

@@ -11,11 +11,11 @@ use crate::http::error::ApiError;
 use crate::http::{Body, empty};
 
 /// How long a browser may cache a preflight answer, in seconds.
-pub const PREFLIGHT_MAX_AGE_SECS: u32 = 600;
+pub(crate) const PREFLIGHT_MAX_AGE_SECS: u32 = 600;
 
 /// Adds `Access-Control-Allow-Origin` (and `Vary: Origin`) for an
 /// allowed origin.
-pub fn decorate(policy: &OriginPolicy, origin: Option<&str>, headers: &mut HeaderMap) {
+pub(crate) fn decorate(policy: &OriginPolicy, origin: Option<&str>, headers: &mut HeaderMap) {
     headers.append(header::VARY, HeaderValue::from_static("Origin"));
     if let Some(allowed) = policy.cors_allow_origin(origin)
         && let Ok(value) = HeaderValue::from_str(allowed)
@@ -30,7 +30,7 @@ pub fn decorate(policy: &OriginPolicy, origin: Option<&str>, headers: &mut Heade
 
 /// Answers an `OPTIONS` preflight: 204 with the allowed method and
 /// headers, or 403 for an origin that is not allowed.
-pub fn preflight(policy: &OriginPolicy, origin: Option<&str>) -> Response<Body> {
+pub(crate) fn preflight(policy: &OriginPolicy, origin: Option<&str>) -> Response<Body> {
     if origin.is_some() && !policy.allows(origin) {
         return ApiError::Forbidden.into_body_response();
     }
@@ -54,6 +54,6 @@ pub fn preflight(policy: &OriginPolicy, origin: Option<&str>) -> Response<Body> 
 }
 
 /// The request's `Origin`, if it is valid text.
-pub fn origin_of(headers: &HeaderMap) -> Option<&str> {
+pub(crate) fn origin_of(headers: &HeaderMap) -> Option<&str> {
     headers.get(header::ORIGIN).and_then(|v| v.to_str().ok())
 }

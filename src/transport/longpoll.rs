@@ -29,7 +29,7 @@ use crate::registry::{Attached, Conn, Outgoing, User};
 ///
 /// The request is dropped once admitted: a parked poll keeps only what
 /// its answer needs (the `Origin`, for CORS).
-pub async fn poll<B>(gw: &Arc<Gateway>, req: Request<B>) -> Response<Body> {
+pub(crate) async fn poll<B>(gw: &Arc<Gateway>, req: Request<B>) -> Response<Body> {
     let origin = cors::origin_of(req.headers()).map(str::to_owned);
     let admitted = open::admit(gw, &req, Transport::Poll);
     drop(req);
@@ -59,7 +59,7 @@ pub async fn poll<B>(gw: &Arc<Gateway>, req: Request<B>) -> Response<Body> {
 /// connection stays open for the next request: not if the client asked to
 /// close, left, or sent more behind the poll than could be kept (the
 /// answer then says `connection: close`).
-pub async fn answer_raw(
+pub(crate) async fn answer_raw(
     gw: &Arc<Gateway>,
     tcp: &TcpStream,
     head: Head,

@@ -1,12 +1,12 @@
 //! The three transports (WebSocket, long-poll, SSE) and the client
 //! admission they share.
 
-pub mod cors;
-pub mod longpoll;
-pub mod open;
-pub mod pipelined;
-pub mod sse;
-pub mod websocket;
+pub(crate) mod cors;
+pub(crate) mod longpoll;
+pub(crate) mod open;
+pub(crate) mod pipelined;
+pub(crate) mod sse;
+pub(crate) mod websocket;
 
 #[cfg(test)]
 mod fault_tests;

@@ -23,11 +23,11 @@ use crate::protocol::{Transport, UserId};
 use crate::registry::Attached;
 
 /// Seconds a refused client is asked to wait before trying again.
-pub const RETRY_AFTER_SECS: u64 = 1;
+pub(crate) const RETRY_AFTER_SECS: u64 = 1;
 
 /// A client that passed every check.
 #[derive(Debug, Clone)]
-pub struct Client {
+pub(crate) struct Client {
     /// Who it is.
     pub user: UserId,
     /// When its token expires (seconds since the epoch); `None` for anonymous.
@@ -38,7 +38,7 @@ pub struct Client {
 
 /// Why a client is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ClientError {
+pub(crate) enum ClientError {
     /// The gateway is draining.
     #[error("gateway is draining")]
     Draining,
@@ -64,7 +64,7 @@ pub enum ClientError {
 
 impl ClientError {
     /// The JSON error response for this refusal.
-    pub fn into_response(self) -> hyper::Response<Body> {
+    pub(crate) fn into_response(self) -> hyper::Response<Body> {
         let err = match self {
             Self::Draining => ApiError::Unavailable {
                 retry_after_secs: RETRY_AFTER_SECS,
@@ -84,7 +84,7 @@ impl ClientError {
 }
 
 /// Runs every admission check on a client request.
-pub fn admit<B>(
+pub(crate) fn admit<B>(
     gw: &Gateway,
     req: &Request<B>,
     transport: Transport,
@@ -121,7 +121,7 @@ pub fn admit<B>(
 
 /// How an admitted client joined.
 #[derive(Debug)]
-pub enum Joined {
+pub(crate) enum Joined {
     /// Attached for live delivery with its deadline armed (a poll: parked
     /// until its timeout). Missed messages, after a `recover` frame, are
     /// already queued on the connection.
@@ -134,7 +134,7 @@ pub enum Joined {
 /// Joins an admitted client to live delivery, resuming from its cursor,
 /// and arms its deadline: a connection's first ping, or a poll's timeout
 /// on its user's session entry.
-pub async fn join(
+pub(crate) async fn join(
     gw: &Gateway,
     client: Client,
     transport: Transport,
@@ -181,7 +181,7 @@ pub async fn join(
 }
 
 /// [`join`] for a transport that stays connected (WebSocket, SSE).
-pub async fn join_live(
+pub(crate) async fn join_live(
     gw: &Gateway,
     client: Client,
     transport: Transport,
@@ -221,7 +221,7 @@ fn authenticate<B>(
 /// The query parameters a client endpoint reads; the last of a repeated
 /// parameter wins, unknown ones are ignored.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Query {
+pub(crate) struct Query {
     /// `token`
     pub token: Option<String>,
     /// `uid` (anonymous mode)
@@ -232,7 +232,7 @@ pub struct Query {
 
 impl Query {
     /// Parses a URL query string (percent-decoded).
-    pub fn parse(query: Option<&str>) -> Self {
+    pub(crate) fn parse(query: Option<&str>) -> Self {
         let mut out = Self::default();
         for (key, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
             let slot = match &*key {

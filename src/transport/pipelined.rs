@@ -18,18 +18,18 @@ use tokio::net::TcpStream;
 
 /// The most bytes kept behind a request being answered. A pipelined poll
 /// request (its token in the query) fits; browsers do not pipeline.
-pub const PIPELINED_MAX_BYTES: usize = 1024;
+pub(crate) const PIPELINED_MAX_BYTES: usize = 1024;
 
 /// The most kept of what arrived with a request head (pipelined requests
 /// read together with it).
-pub const AFTER_HEAD_MAX_BYTES: usize = 4 * 1024;
+pub(crate) const AFTER_HEAD_MAX_BYTES: usize = 4 * 1024;
 /// Bytes asked of the socket per read (on the stack, never kept).
 const READ_CHUNK_BYTES: usize = 2048;
 
 /// The bytes behind a request being answered, at most
 /// [`PIPELINED_MAX_BYTES`] of them.
 #[derive(Debug, Default)]
-pub struct Pipelined {
+pub(crate) struct Pipelined {
     /// Allocated at the first byte kept, with room for the bound and no
     /// more; never grows.
     kept: BytesMut,
@@ -46,7 +46,7 @@ impl Pipelined {
     /// pipelined requests (a client may send many in one write, and hyper
     /// serves them all). [`PIPELINED_MAX_BYTES`] bounds what arrives while
     /// the answer waits.
-    pub fn after_head(rest: &[u8]) -> Self {
+    pub(crate) fn after_head(rest: &[u8]) -> Self {
         if rest.len() > AFTER_HEAD_MAX_BYTES {
             return Self {
                 kept: BytesMut::new(),
@@ -61,7 +61,7 @@ impl Pipelined {
 
     /// Keeps `bytes` if they fit under the bound; otherwise drops
     /// everything and remembers that it overflowed.
-    pub fn keep(&mut self, bytes: &[u8]) {
+    pub(crate) fn keep(&mut self, bytes: &[u8]) {
         if self.overflowed || bytes.is_empty() {
             return;
         }
@@ -78,24 +78,25 @@ impl Pipelined {
 
     /// Whether more arrived than could be kept: the connection cannot go
     /// on after the answer.
-    pub fn is_overflowed(&self) -> bool {
+    pub(crate) fn is_overflowed(&self) -> bool {
         self.overflowed
     }
 
     /// Bytes of memory held.
-    pub fn capacity(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn capacity(&self) -> usize {
         self.kept.capacity()
     }
 
     /// The start of the next request, or `None` if it was not kept.
-    pub fn into_next(self) -> Option<BytesMut> {
+    pub(crate) fn into_next(self) -> Option<BytesMut> {
         (!self.overflowed).then_some(self.kept)
     }
 
     /// Completes when the client closes its side of the connection, resets
     /// it, or the socket fails: what a waiting answer watches for. What the
     /// client sends meanwhile is kept (or counted as overflow).
-    pub async fn closed(&mut self, tcp: &TcpStream) {
+    pub(crate) async fn closed(&mut self, tcp: &TcpStream) {
         loop {
             if tcp.readable().await.is_err() {
                 return;

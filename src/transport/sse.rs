@@ -38,10 +38,10 @@ use crate::registry::{Conn, DirectWrite, Outgoing};
 
 /// Milliseconds a browser waits before reconnecting a dropped stream (the
 /// stream's `retry:` field).
-pub const SSE_RETRY_MS: u32 = 1000;
+pub(crate) const SSE_RETRY_MS: u32 = 1000;
 
 /// Answers `GET /sse` with an open event stream, or a JSON error.
-pub async fn stream<B>(gw: &Arc<Gateway>, req: Request<B>) -> Response<Body> {
+pub(crate) async fn stream<B>(gw: &Arc<Gateway>, req: Request<B>) -> Response<Body> {
     let origin = cors::origin_of(req.headers()).map(str::to_owned);
     let mut resp = match open(gw, &req).await {
         Ok(held) => events(held),
@@ -56,7 +56,7 @@ pub async fn stream<B>(gw: &Arc<Gateway>, req: Request<B>) -> Response<Body> {
 /// stays open for the next request (after an error answer, or a stream
 /// that ended with its `close` or `reconnect` event, with whatever the
 /// client sent meanwhile kept).
-pub async fn serve_raw(
+pub(crate) async fn serve_raw(
     gw: &Arc<Gateway>,
     tcp: &Arc<TcpStream>,
     head: Head,

@@ -41,7 +41,7 @@ use crate::registry::{Conn, DirectWrite, Outgoing, Pushed};
 
 /// Why a request is not a WebSocket handshake we accept.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum HandshakeError {
+pub(crate) enum HandshakeError {
     /// Missing `Upgrade: websocket` or `Connection: upgrade`.
     #[error("not a websocket upgrade request")]
     NotUpgrade,
@@ -54,7 +54,7 @@ pub enum HandshakeError {
 }
 
 /// Checks the upgrade headers (RFC 6455 §4.2.1); returns the accept key.
-pub fn check_handshake(headers: &HeaderMap) -> Result<String, HandshakeError> {
+pub(crate) fn check_handshake(headers: &HeaderMap) -> Result<String, HandshakeError> {
     let has_token = |name: header::HeaderName, token: &str| {
         headers.get_all(name).iter().any(|v| {
             v.to_str()
@@ -86,7 +86,7 @@ pub fn check_handshake(headers: &HeaderMap) -> Result<String, HandshakeError> {
 
 /// Answers `GET /ws`: refuses with a JSON error, or switches protocols and
 /// spawns the connection's task.
-pub async fn upgrade(gw: &Arc<Gateway>, mut req: Request<Incoming>) -> Response<Body> {
+pub(crate) async fn upgrade(gw: &Arc<Gateway>, mut req: Request<Incoming>) -> Response<Body> {
     let accept = match check_handshake(req.headers()) {
         Ok(accept) => accept,
         Err(HandshakeError::Version) => {

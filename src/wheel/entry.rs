@@ -60,7 +60,7 @@ pub(super) struct Entry<T> {
 
 impl<T> Entry<T> {
     /// A fresh, idle entry.
-    pub fn new(deadline: u64, value: T) -> Self {
+    pub(super) fn new(deadline: u64, value: T) -> Self {
         Self {
             deadline,
             prev: IDLE,
@@ -72,7 +72,7 @@ impl<T> Entry<T> {
     }
 
     /// Decodes `prev`.
-    pub fn place(&self) -> Place {
+    pub(super) fn place(&self) -> Place {
         match self.prev {
             FREE => Place::Free,
             IDLE => Place::Idle,
@@ -82,28 +82,28 @@ impl<T> Entry<T> {
     }
 
     /// Whether the entry sits in a bucket.
-    pub fn is_armed(&self) -> bool {
+    pub(super) fn is_armed(&self) -> bool {
         matches!(self.place(), Place::First { .. } | Place::After { .. })
     }
 
     /// Marks the entry first in `bucket`.
-    pub fn set_first_in(&mut self, bucket: u32) {
+    pub(super) fn set_first_in(&mut self, bucket: u32) {
         self.prev = HEAD | bucket;
     }
 
     /// Marks the entry as following `entry`.
-    pub fn set_after(&mut self, entry: u32) {
+    pub(super) fn set_after(&mut self, entry: u32) {
         self.prev = entry;
     }
 
     /// Marks the entry allocated but out of every bucket.
-    pub fn set_idle(&mut self) {
+    pub(super) fn set_idle(&mut self) {
         self.prev = IDLE;
         self.next = NIL;
     }
 
     /// Puts the entry on the free list in front of `next_free`.
-    pub fn set_free(&mut self, next_free: u32) {
+    pub(super) fn set_free(&mut self, next_free: u32) {
         self.prev = FREE;
         self.next = next_free;
     }

@@ -16,16 +16,16 @@ use tokio::net::TcpStream;
 use crate::support::{self, Gateway, Ws, next_json};
 
 /// Upper bound on anything one case waits for.
-pub const WAIT: Duration = Duration::from_secs(10);
+pub(crate) const WAIT: Duration = Duration::from_secs(10);
 
 /// The only origin browsers may connect from in the hardening config.
-pub const ALLOWED_ORIGIN: &str = "https://app.example";
+pub(crate) const ALLOWED_ORIGIN: &str = "https://app.example";
 
 /// The test configuration with every limit a case probes set low enough
 /// to reach: headers within 2 s, bodies within 2 s, 10 users per push,
 /// 4096-byte client frames, one allowed origin, no per-address limits (the
 /// tests open many connections from 127.0.0.1).
-pub fn hardened_config() -> Config {
+pub(crate) fn hardened_config() -> Config {
     let mut c = support::config();
     c.server.header_timeout_secs = 2;
     c.server.body_timeout_secs = 2;
@@ -40,7 +40,7 @@ pub fn hardened_config() -> Config {
 /// A gateway and a well-behaved WebSocket client on it. After every case,
 /// [`Probe::still_serves`] shows the gateway still answers `/healthz` on a
 /// new connection and still delivers a broadcast to that client.
-pub struct Probe {
+pub(crate) struct Probe {
     /// The gateway under test.
     pub gw: Gateway,
     bystander: Ws,
@@ -49,7 +49,7 @@ pub struct Probe {
 
 impl Probe {
     /// Starts a gateway with `config` and connects the bystander.
-    pub async fn start(config: Config) -> Self {
+    pub(crate) async fn start(config: Config) -> Self {
         let gw = Gateway::start(config).await;
         let bystander = gw.connect("bystander").await;
         Self {
@@ -60,18 +60,18 @@ impl Probe {
     }
 
     /// Where the gateway listens.
-    pub fn addr(&self) -> SocketAddr {
+    pub(crate) fn addr(&self) -> SocketAddr {
         self.gw.addr
     }
 
     /// How many cases were followed by a successful health check.
-    pub fn checks(&self) -> usize {
+    pub(crate) fn checks(&self) -> usize {
         self.checks
     }
 
     /// Panics (naming `case`) unless `/healthz` answers 200 on a new
     /// connection and a broadcast pushed now reaches the bystander.
-    pub async fn still_serves(&mut self, case: &str) {
+    pub(crate) async fn still_serves(&mut self, case: &str) {
         let health = support::browser::get(self.gw.addr, "/healthz", &[]).await;
         assert_eq!(health.status, 200, "{case}: /healthz after the case");
         let data = format!("alive after {case}");
@@ -94,7 +94,7 @@ impl Probe {
 
 /// What a raw TCP exchange saw.
 #[derive(Debug)]
-pub struct Exchange {
+pub(crate) struct Exchange {
     /// Everything the server sent (lossy UTF-8).
     pub text: String,
     /// Whether the server closed (or reset) the connection within the wait.
@@ -103,7 +103,7 @@ pub struct Exchange {
 
 impl Exchange {
     /// The status of the first answer, if any.
-    pub fn status(&self) -> Option<u16> {
+    pub(crate) fn status(&self) -> Option<u16> {
         self.text
             .strip_prefix("HTTP/1.")?
             .split(' ')
@@ -113,7 +113,7 @@ impl Exchange {
     }
 
     /// The statuses of every answer in the stream (pipelined requests).
-    pub fn statuses(&self) -> Vec<u16> {
+    pub(crate) fn statuses(&self) -> Vec<u16> {
         self.text
             .match_indices("HTTP/1.")
             .filter_map(|(at, _)| self.text.get(at + 9..at + 12)?.parse().ok())
@@ -121,7 +121,7 @@ impl Exchange {
     }
 
     /// The `error.code` of the first answer's JSON body, if it has one.
-    pub fn error_code(&self) -> Option<String> {
+    pub(crate) fn error_code(&self) -> Option<String> {
         let (head, rest) = self.text.split_once("\r\n\r\n")?;
         let len: usize = head
             .lines()
@@ -139,7 +139,7 @@ impl Exchange {
 /// Writes `chunks` on a new connection, pausing `gap` between them (a
 /// refused write ends the writing; `half_close` then shuts the write
 /// half), while reading until the server closes or `wait` passes.
-pub async fn exchange(
+pub(crate) async fn exchange(
     addr: SocketAddr,
     chunks: &[&[u8]],
     gap: Duration,
@@ -172,7 +172,7 @@ pub async fn exchange(
 }
 
 /// Reads until EOF, a reset or `deadline`.
-pub async fn read_until_closed(
+pub(crate) async fn read_until_closed(
     stream: &mut (impl AsyncReadExt + Unpin),
     deadline: tokio::time::Instant,
 ) -> Exchange {
@@ -193,7 +193,7 @@ pub async fn read_until_closed(
 
 /// What a case must end in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Expect {
+pub(crate) enum Expect {
     /// An answer with this status and, when given, this JSON `error.code`.
     Status(u16, Option<&'static str>),
     /// An answer with one of these statuses, or the connection closed with
@@ -214,7 +214,7 @@ pub enum Expect {
 
 impl Expect {
     /// Whether `got` matches; the mismatch described otherwise.
-    pub fn verdict(self, got: &Exchange) -> Result<(), String> {
+    pub(crate) fn verdict(self, got: &Exchange) -> Result<(), String> {
         let fail = |why: &str| Err(format!("{why}, want {self:?}: {got:?}"));
         match self {
             Self::Status(status, code) => {
@@ -267,14 +267,14 @@ impl Expect {
 /// Collects the cases whose outcome differs from the table, so one run
 /// reports every mismatch.
 #[derive(Debug, Default)]
-pub struct Mismatches {
+pub(crate) struct Mismatches {
     cases: usize,
     differ: Vec<String>,
 }
 
 impl Mismatches {
     /// Records `case` if `verdict` is a mismatch.
-    pub fn record(&mut self, case: &str, verdict: Result<(), String>) {
+    pub(crate) fn record(&mut self, case: &str, verdict: Result<(), String>) {
         self.cases += 1;
         if let Err(why) = verdict {
             self.differ.push(format!("{case}: {why}"));
@@ -283,7 +283,7 @@ impl Mismatches {
 
     /// Prints a summary line for `table` and panics listing every
     /// mismatch, if any.
-    pub fn assert_none(&self, table: &str) {
+    pub(crate) fn assert_none(&self, table: &str) {
         println!(
             "catalogue {table}: {} cases, {} differ",
             self.cases,
@@ -299,18 +299,18 @@ impl Mismatches {
 }
 
 /// JSON arrays nested `depth` deep around a `0`.
-pub fn nested(depth: usize) -> String {
+pub(crate) fn nested(depth: usize) -> String {
     format!("{}0{}", "[".repeat(depth), "]".repeat(depth))
 }
 
 /// `Authorization: Bearer <api key>` as a header line.
-pub fn auth_line() -> String {
+pub(crate) fn auth_line() -> String {
     format!("Authorization: Bearer {}\r\n", support::API_KEY)
 }
 
 /// A token for `user` with a fresh hour of validity (the user id is not
 /// checked, so invalid ids can be signed too).
-pub fn token_for_raw_sub(sub: serde_json::Value) -> String {
+pub(crate) fn token_for_raw_sub(sub: serde_json::Value) -> String {
     let exp = pushgate::gateway::Gateway::unix_now() + 3600;
     signed(
         json!({"alg": "HS256", "typ": "JWT"}),
@@ -320,7 +320,7 @@ pub fn token_for_raw_sub(sub: serde_json::Value) -> String {
 
 /// A JWT with this header and these claims, MAC'd HS256 with the test
 /// secret whatever the header says.
-pub fn signed(header: serde_json::Value, claims: serde_json::Value) -> String {
+pub(crate) fn signed(header: serde_json::Value, claims: serde_json::Value) -> String {
     use base64::Engine as _;
     let b64 = |v: &serde_json::Value| {
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string())

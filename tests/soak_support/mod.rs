@@ -1,7 +1,7 @@
 //! The soak's clients and bookkeeping: what a client is, how it counts
 //! what it receives, and (in `sessions`) how it talks each transport.
 
-pub mod sessions;
+pub(crate) mod sessions;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -13,14 +13,14 @@ use rand::rngs::StdRng;
 use serde::Deserialize;
 
 /// The id of the broadcast every client waits for at the end.
-pub const END_ID: &str = "end";
+pub(crate) const END_ID: &str = "end";
 /// How long a client that stalled reads on afterwards: long enough to
 /// drain megabytes through a busy runtime and see the gateway end it.
-pub const STALL_DRAIN: Duration = Duration::from_secs(6);
+pub(crate) const STALL_DRAIN: Duration = Duration::from_secs(6);
 
 /// The shape of one soak.
 #[derive(Debug, Clone, Copy)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// How long the backend publishes.
     pub publish_for: Duration,
     /// Clients, spread evenly over ws, poll and sse.
@@ -44,13 +44,13 @@ pub struct Plan {
 }
 
 /// Padding of a broadcast, in bytes.
-pub const BROADCAST_PAD: usize = 400;
+pub(crate) const BROADCAST_PAD: usize = 400;
 /// Padding of a heavy personal push, in bytes (under `max_push_bytes`).
-pub const HEAVY_PAD: usize = 58_000;
+pub(crate) const HEAVY_PAD: usize = 58_000;
 
 /// How a client connects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transport {
+pub(crate) enum Transport {
     Ws,
     Poll,
     Sse,
@@ -58,7 +58,7 @@ pub enum Transport {
 
 /// How a session ends on the client's side.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
+pub(crate) enum Exit {
     /// Zero linger, then close: the kernel sends RST.
     Rst,
     /// Shut the write half, then close: FIN.
@@ -69,7 +69,7 @@ pub enum Exit {
 
 /// Fault and traffic counters, shared by every client.
 #[derive(Debug, Default)]
-pub struct Faults {
+pub(crate) struct Faults {
     pub connects: AtomicU64,
     pub connect_errors: AtomicU64,
     pub rst: AtomicU64,
@@ -81,17 +81,17 @@ pub struct Faults {
     pub server_closed: AtomicU64,
 }
 
-pub fn bump(counter: &AtomicU64) {
+pub(crate) fn bump(counter: &AtomicU64) {
     counter.fetch_add(1, Ordering::Relaxed);
 }
 
-pub fn count(counter: &AtomicU64) -> u64 {
+pub(crate) fn count(counter: &AtomicU64) -> u64 {
     counter.load(Ordering::Relaxed)
 }
 
 /// What every client task shares: where the gateway is, the cursor every
 /// client starts from, whether publishing has stopped, the counters.
-pub struct Shared {
+pub(crate) struct Shared {
     pub addr: SocketAddr,
     pub genesis: String,
     pub stopping: AtomicBool,
@@ -100,7 +100,7 @@ pub struct Shared {
 
 /// What was accepted (202) by the gateway, by message key (see [`key_of`]).
 #[derive(Debug, Default)]
-pub struct Ledger {
+pub(crate) struct Ledger {
     pub broadcasts: Vec<u32>,
     pub personal: HashMap<String, Vec<u32>>,
 }
@@ -108,7 +108,7 @@ pub struct Ledger {
 /// A message's key: the publisher's counter in its id (`b12`, `p13`,
 /// `h14`), 0 for the end marker. Clients keep keys, not ids, so their
 /// bookkeeping stays small next to the gateway's memory.
-pub fn key_of(id: &str) -> u32 {
+pub(crate) fn key_of(id: &str) -> u32 {
     if id == END_ID {
         return 0;
     }
@@ -119,11 +119,11 @@ pub fn key_of(id: &str) -> u32 {
 
 /// A set of message keys.
 #[derive(Debug, Default, Clone)]
-pub struct Keys(pub Vec<u64>);
+pub(crate) struct Keys(pub Vec<u64>);
 
 impl Keys {
     /// Adds `key`; false if it was there already.
-    pub fn insert(&mut self, key: u32) -> bool {
+    pub(crate) fn insert(&mut self, key: u32) -> bool {
         let (word, bit) = (key as usize / 64, 1u64 << (key % 64));
         if self.0.len() <= word {
             self.0.resize(word + 1, 0);
@@ -134,7 +134,7 @@ impl Keys {
     }
 
     /// How many keys of `self` are not in `other`.
-    pub fn missing_from(&self, other: &Keys) -> u64 {
+    pub(crate) fn missing_from(&self, other: &Keys) -> u64 {
         self.0
             .iter()
             .enumerate()
@@ -145,7 +145,7 @@ impl Keys {
 
 /// What one client received, checked as it arrives.
 #[derive(Debug, Default)]
-pub struct Tally {
+pub(crate) struct Tally {
     pub seen: Keys,
     pub received: u64,
     pub duplicated: u64,
@@ -155,7 +155,7 @@ pub struct Tally {
 
 /// The fields of a frame the clients need; `data` is skipped.
 #[derive(Deserialize)]
-pub struct Wire<'a> {
+pub(crate) struct Wire<'a> {
     #[serde(rename = "type")]
     pub kind: &'a str,
     #[serde(default)]
@@ -168,7 +168,7 @@ pub struct Wire<'a> {
     pub reason: Option<&'a str>,
 }
 
-pub fn seq_of(cursor: &str) -> u64 {
+pub(crate) fn seq_of(cursor: &str) -> u64 {
     cursor
         .rsplit('-')
         .next()
@@ -177,7 +177,7 @@ pub fn seq_of(cursor: &str) -> u64 {
 }
 
 /// One client: its identity, where it stands, and what it got.
-pub struct Client {
+pub(crate) struct Client {
     pub user: String,
     pub token: String,
     pub transport: Transport,
@@ -192,7 +192,7 @@ pub struct Client {
 
 /// One connection's plan.
 #[derive(Debug, Clone, Copy)]
-pub struct Session {
+pub(crate) struct Session {
     pub length: Duration,
     pub exit: Exit,
     pub stall: Option<Duration>,
@@ -200,7 +200,7 @@ pub struct Session {
 
 /// How a session ended.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Ended {
+pub(crate) enum Ended {
     /// Our deadline, or `END_ID` seen in the final session.
     Ours,
     /// The server closed (or reset) the connection.
@@ -211,7 +211,7 @@ pub enum Ended {
 
 impl Client {
     /// Handles one frame's JSON; true if it was a `close` frame.
-    pub fn on_frame(&mut self, text: &str, faults: &Faults) -> bool {
+    pub(crate) fn on_frame(&mut self, text: &str, faults: &Faults) -> bool {
         let wire: Wire<'_> =
             serde_json::from_str(text).unwrap_or_else(|e| panic!("bad frame ({e}): {text}"));
         match wire.kind {
@@ -244,7 +244,7 @@ impl Client {
     }
 
     /// A random session; a stalling client's first one always stalls.
-    pub fn next_session(&mut self, plan: &Plan) -> Session {
+    pub(crate) fn next_session(&mut self, plan: &Plan) -> Session {
         self.sessions += 1;
         let length = Duration::from_millis(self.rng.random_range(300..2500));
         let exit = match self.rng.random_range(0..10) {
@@ -261,7 +261,7 @@ impl Client {
         }
     }
 
-    pub fn query(&self) -> String {
+    pub(crate) fn query(&self) -> String {
         format!("token={}&cursor={}", self.token, self.cursor)
     }
 }

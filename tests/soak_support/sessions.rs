@@ -23,7 +23,7 @@ use super::{Client, Ended, Exit, STALL_DRAIN, Session, Shared, bump};
 /// with RST. (A stalling client keeps the default receive buffer: one
 /// smaller than the loopback MSS of 64 KiB never reopens its window
 /// without the sender's slow zero-window probes, so it could not drain.)
-pub async fn dial(addr: SocketAddr, session: Session) -> Option<TcpStream> {
+pub(crate) async fn dial(addr: SocketAddr, session: Session) -> Option<TcpStream> {
     let socket = TcpSocket::new_v4().ok()?;
     let stream = socket.connect(addr).await.ok()?;
     if session.exit == Exit::Rst {
@@ -32,7 +32,7 @@ pub async fn dial(addr: SocketAddr, session: Session) -> Option<TcpStream> {
     Some(stream)
 }
 
-pub async fn ws_session(c: &mut Client, sh: &Shared, session: Session) -> Ended {
+pub(crate) async fn ws_session(c: &mut Client, sh: &Shared, session: Session) -> Ended {
     let Some(stream) = dial(sh.addr, session).await else {
         return Ended::Failed;
     };
@@ -84,7 +84,7 @@ pub async fn ws_session(c: &mut Client, sh: &Shared, session: Session) -> Ended 
 }
 
 /// An HTTP/1.1 connection for one poll or SSE session.
-pub async fn http_conn(
+pub(crate) async fn http_conn(
     stream: TcpStream,
 ) -> Option<(
     hyper::client::conn::http1::SendRequest<Empty<Bytes>>,
@@ -99,7 +99,7 @@ pub async fn http_conn(
     Some((sender, task))
 }
 
-pub fn get(path: String) -> Request<Empty<Bytes>> {
+pub(crate) fn get(path: String) -> Request<Empty<Bytes>> {
     Request::get(path)
         .header("host", "127.0.0.1")
         .body(Empty::new())
@@ -107,12 +107,12 @@ pub fn get(path: String) -> Request<Empty<Bytes>> {
 }
 
 /// Ends an HTTP session: FIN, or RST (the zero linger was set at dial).
-pub async fn hang_up(task: tokio::task::JoinHandle<()>) {
+pub(crate) async fn hang_up(task: tokio::task::JoinHandle<()>) {
     task.abort();
     let _ = task.await;
 }
 
-pub async fn poll_session(c: &mut Client, sh: &Shared, session: Session) -> Ended {
+pub(crate) async fn poll_session(c: &mut Client, sh: &Shared, session: Session) -> Ended {
     let Some(stream) = dial(sh.addr, session).await else {
         return Ended::Failed;
     };
@@ -151,7 +151,7 @@ pub async fn poll_session(c: &mut Client, sh: &Shared, session: Session) -> Ende
 /// A raw HTTP/1.1 SSE reader in the client's own task (a hyper client
 /// would hand every chunk to another task, which a runtime busy with
 /// thousands of clients makes too slow to drain a stalled stream).
-pub struct SseReader {
+pub(crate) struct SseReader {
     pub stream: TcpStream,
     pub buf: Vec<u8>,
     /// Bytes left in the current chunk, and whether its CRLF is pending.
@@ -161,7 +161,7 @@ pub struct SseReader {
 
 impl SseReader {
     /// Sends the request and reads the head; `None` unless `200`.
-    pub async fn open(mut stream: TcpStream, target: &str) -> Option<Self> {
+    pub(crate) async fn open(mut stream: TcpStream, target: &str) -> Option<Self> {
         use tokio::io::AsyncReadExt;
         let request = format!("GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
         stream.write_all(request.as_bytes()).await.ok()?;
@@ -191,7 +191,7 @@ impl SseReader {
 
     /// The next complete line of the event stream; `None` at the end of
     /// the stream or of the connection.
-    pub async fn next_line(&mut self) -> Option<String> {
+    pub(crate) async fn next_line(&mut self) -> Option<String> {
         use tokio::io::AsyncReadExt;
         loop {
             // Move chunk data into `line` until a newline completes it.
@@ -232,7 +232,7 @@ impl SseReader {
     }
 }
 
-pub async fn sse_session(c: &mut Client, sh: &Shared, session: Session) -> Ended {
+pub(crate) async fn sse_session(c: &mut Client, sh: &Shared, session: Session) -> Ended {
     let Some(stream) = dial(sh.addr, session).await else {
         return Ended::Failed;
     };

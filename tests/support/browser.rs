@@ -17,7 +17,7 @@ use serde_json::Value;
 use super::{Gateway, Response, Ws, next_json, token};
 
 /// `/poll?token=…[&cursor=…]` for `user` with a fresh token.
-pub fn poll_path(user: &str, cursor: Option<&str>) -> String {
+pub(crate) fn poll_path(user: &str, cursor: Option<&str>) -> String {
     let mut path = format!("/poll?token={}", token(user, 3600));
     if let Some(cursor) = cursor {
         path.push_str(&format!("&cursor={cursor}"));
@@ -26,18 +26,18 @@ pub fn poll_path(user: &str, cursor: Option<&str>) -> String {
 }
 
 /// `/sse?token=…[&cursor=…]` for `user` with a fresh token.
-pub fn sse_path(user: &str, cursor: Option<&str>) -> String {
+pub(crate) fn sse_path(user: &str, cursor: Option<&str>) -> String {
     poll_path(user, cursor).replacen("/poll", "/sse", 1)
 }
 
 /// `GET http://<addr><path>` with `headers`, read whole (no gateway
 /// handle needed, so it runs in spawned tasks).
-pub async fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Response {
+pub(crate) async fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Response {
     request(addr, Method::GET, path, headers).await
 }
 
 /// Any bodiless request to `addr`, read whole.
-pub async fn request(
+pub(crate) async fn request(
     addr: SocketAddr,
     method: Method,
     path: &str,
@@ -63,7 +63,7 @@ pub async fn request(
 }
 
 /// Starts a poll in its own task: `GET <path>` answered whole.
-pub fn spawn_get(
+pub(crate) fn spawn_get(
     addr: SocketAddr,
     path: String,
     headers: Vec<(String, String)>,
@@ -79,7 +79,12 @@ pub fn spawn_get(
 
 /// Waits (20 ms steps, up to `limit`) until `gw` has `n` open
 /// connections of `transport`.
-pub async fn wait_for_connections(gw: &Gateway, transport: Transport, n: usize, limit: Duration) {
+pub(crate) async fn wait_for_connections(
+    gw: &Gateway,
+    transport: Transport,
+    n: usize,
+    limit: Duration,
+) {
     let deadline = tokio::time::Instant::now() + limit;
     loop {
         let open = gw.state.registry.connections_of(transport);
@@ -96,7 +101,7 @@ pub async fn wait_for_connections(gw: &Gateway, transport: Transport, n: usize, 
 
 /// The frames of a poll answer, after checking it is `200`,
 /// `application/json` and a JSON array.
-pub fn poll_frames(resp: &Response) -> Vec<Value> {
+pub(crate) fn poll_frames(resp: &Response) -> Vec<Value> {
     assert_eq!(resp.status, StatusCode::OK, "{resp:?}");
     let content_type = resp
         .headers
@@ -115,7 +120,7 @@ pub fn poll_frames(resp: &Response) -> Vec<Value> {
 
 /// One item of an event stream, as a browser's parser sees it.
 #[derive(Debug, Clone, PartialEq)]
-pub enum SseItem {
+pub(crate) enum SseItem {
     /// An event: its `event:` name, `id:` (if any) and `data:` lines joined.
     Event {
         /// The `event:` field ("message" if absent).
@@ -133,7 +138,7 @@ pub enum SseItem {
 
 impl SseItem {
     /// The event's data as JSON (panics for comments).
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         match self {
             Self::Event { data, .. } => serde_json::from_str(data)
                 .unwrap_or_else(|e| panic!("event data is not JSON ({e}): {data:?}")),
@@ -143,7 +148,7 @@ impl SseItem {
 }
 
 /// An open `GET /sse` stream.
-pub struct Sse {
+pub(crate) struct Sse {
     /// The response status.
     pub status: StatusCode,
     /// The response headers.
@@ -156,7 +161,7 @@ pub struct Sse {
 impl Sse {
     /// Opens `GET <path>` with `headers` (within 10 s). The stream is not
     /// read yet; a non-`200` answer's body is left for [`Sse::rest`].
-    pub async fn open(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Self {
+    pub(crate) async fn open(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Self {
         let mut req = Request::builder()
             .method(Method::GET)
             .uri(format!("http://{addr}{path}"));
@@ -180,12 +185,12 @@ impl Sse {
     }
 
     /// A header's value as text.
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 
     /// The rest of the body (for an error answer), within 10 s.
-    pub async fn rest(self) -> Bytes {
+    pub(crate) async fn rest(self) -> Bytes {
         tokio::time::timeout(Duration::from_secs(10), self.body.collect())
             .await
             .expect("body in time")
@@ -195,7 +200,7 @@ impl Sse {
 
     /// The next item within `limit`; `None` once the stream ended.
     /// Panics if nothing comes in time.
-    pub async fn next_item(&mut self, limit: Duration) -> Option<SseItem> {
+    pub(crate) async fn next_item(&mut self, limit: Duration) -> Option<SseItem> {
         tokio::time::timeout(limit, self.read_item())
             .await
             .unwrap_or_else(|_| panic!("no SSE item within {limit:?}"))
@@ -203,12 +208,12 @@ impl Sse {
 
     /// The next item within `limit`, or `None` if none came in time
     /// (`Some(None)`: the stream ended).
-    pub async fn try_next_item(&mut self, limit: Duration) -> Option<Option<SseItem>> {
+    pub(crate) async fn try_next_item(&mut self, limit: Duration) -> Option<Option<SseItem>> {
         tokio::time::timeout(limit, self.read_item()).await.ok()
     }
 
     /// The next event (skipping comments and `retry:`) within `limit`.
-    pub async fn next_event(&mut self, limit: Duration) -> SseItem {
+    pub(crate) async fn next_event(&mut self, limit: Duration) -> SseItem {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -221,7 +226,7 @@ impl Sse {
     }
 
     /// The next event's data as JSON (skipping comments), within `limit`.
-    pub async fn next_json(&mut self, limit: Duration) -> Value {
+    pub(crate) async fn next_json(&mut self, limit: Duration) -> Value {
         self.next_event(limit).await.json()
     }
 
@@ -288,7 +293,7 @@ fn parse_block(text: &str) -> Option<SseItem> {
 }
 
 /// A WebSocket or SSE client still open after its resume.
-pub enum Live {
+pub(crate) enum Live {
     /// A WebSocket.
     Ws(Box<Ws>),
     /// An SSE stream.
@@ -296,13 +301,13 @@ pub enum Live {
 }
 
 /// The transports a browser client can resume over.
-pub const RESUMABLE: [Transport; 3] = [Transport::Ws, Transport::Poll, Transport::Sse];
+pub(crate) const RESUMABLE: [Transport; 3] = [Transport::Ws, Transport::Poll, Transport::Sse];
 
 /// Resumes `user` from `cursor` over `transport` and returns the frames
 /// of the first answer: for a poll, the answer's array (given at once or
 /// after up to `limit`); for WebSocket and SSE, the first `n` frames,
 /// then the open client for more.
-pub async fn resume(
+pub(crate) async fn resume(
     gw: &Gateway,
     transport: Transport,
     user: &str,
@@ -341,7 +346,7 @@ pub async fn resume(
 
 impl Live {
     /// The next frame within `limit`.
-    pub async fn next_json(&mut self, limit: Duration) -> Value {
+    pub(crate) async fn next_json(&mut self, limit: Duration) -> Value {
         match self {
             Self::Ws(ws) => next_json(ws, limit).await,
             Self::Sse(sse) => sse.next_json(limit).await,
@@ -349,7 +354,7 @@ impl Live {
     }
 
     /// Asserts nothing but pings arrives within `wait`.
-    pub async fn assert_quiet(&mut self, wait: Duration) {
+    pub(crate) async fn assert_quiet(&mut self, wait: Duration) {
         match self {
             Self::Ws(ws) => {
                 let deadline = tokio::time::Instant::now() + wait;
@@ -382,12 +387,12 @@ impl Live {
 }
 
 /// Data values of message frames, in order.
-pub fn data_of(frames: &[Value]) -> Vec<Value> {
+pub(crate) fn data_of(frames: &[Value]) -> Vec<Value> {
     frames.iter().map(|f| f["data"].clone()).collect()
 }
 
 /// The cursor of a push answer or frame.
-pub fn cursor_of(value: &Value) -> String {
+pub(crate) fn cursor_of(value: &Value) -> String {
     value["cursor"]
         .as_str()
         .unwrap_or_else(|| panic!("no cursor in {value}"))

@@ -21,17 +21,17 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 /// The secret and API key every test gateway uses.
-pub const SECRET: &str = "test-secret-0123456789abcdef";
+pub(crate) const SECRET: &str = "test-secret-0123456789abcdef";
 /// The backend API key.
-pub const API_KEY: &str = "test-api-key-0123456789abcdef";
+pub(crate) const API_KEY: &str = "test-api-key-0123456789abcdef";
 
 /// A test WebSocket client.
-pub type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+pub(crate) type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// A configuration for tests: loopback, port 0, short timeouts, no rate
 /// limit, no per-address connection limits (every test client comes from
 /// 127.0.0.1; `tests/limits_*.rs` set them where they test them).
-pub fn config() -> Config {
+pub(crate) fn config() -> Config {
     let mut c = Config::default();
     c.server.listen = "127.0.0.1:0".into();
     c.server.drain_timeout_secs = 5;
@@ -49,7 +49,7 @@ pub fn config() -> Config {
 }
 
 /// A running gateway; dropping it without `stop` aborts it.
-pub struct Gateway {
+pub(crate) struct Gateway {
     /// Where it listens.
     pub addr: SocketAddr,
     /// Its shared state, for white-box assertions.
@@ -60,7 +60,7 @@ pub struct Gateway {
 
 impl Gateway {
     /// Starts a gateway with `config` (validated first, as the binary does).
-    pub async fn start(config: Config) -> Self {
+    pub(crate) async fn start(config: Config) -> Self {
         config.validate().expect("test config is valid");
         let server = pushgate::Server::bind(config).await.expect("bind");
         let addr = server.local_addr();
@@ -78,12 +78,12 @@ impl Gateway {
     }
 
     /// Starts a gateway on the test defaults.
-    pub async fn default() -> Self {
+    pub(crate) async fn default() -> Self {
         Self::start(config()).await
     }
 
     /// Triggers the drain and waits for `run` to return (within `limit`).
-    pub async fn stop(mut self, limit: Duration) {
+    pub(crate) async fn stop(mut self, limit: Duration) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -95,7 +95,7 @@ impl Gateway {
     }
 
     /// Starts the drain without waiting.
-    pub fn begin_stop(&mut self) -> JoinHandle<()> {
+    pub(crate) fn begin_stop(&mut self) -> JoinHandle<()> {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -103,12 +103,12 @@ impl Gateway {
     }
 
     /// `ws://…/ws?<query>`
-    pub fn ws_url(&self, query: &str) -> String {
+    pub(crate) fn ws_url(&self, query: &str) -> String {
         format!("ws://{}/ws?{query}", self.addr)
     }
 
     /// Connects a WebSocket for `user` with a fresh token.
-    pub async fn connect(&self, user: &str) -> Ws {
+    pub(crate) async fn connect(&self, user: &str) -> Ws {
         let url = self.ws_url(&format!("token={}", token(user, 3600)));
         let (ws, _) = tokio_tungstenite::connect_async(url)
             .await
@@ -117,7 +117,7 @@ impl Gateway {
     }
 
     /// Sends a request and returns status, headers and body.
-    pub async fn request(
+    pub(crate) async fn request(
         &self,
         method: Method,
         path: &str,
@@ -144,7 +144,7 @@ impl Gateway {
     }
 
     /// `POST /push` with the API key and a JSON body.
-    pub async fn push(&self, body: &serde_json::Value) -> Response {
+    pub(crate) async fn push(&self, body: &serde_json::Value) -> Response {
         let auth = format!("Bearer {API_KEY}");
         self.request(
             Method::POST,
@@ -159,7 +159,7 @@ impl Gateway {
     }
 
     /// `GET /metrics` as text.
-    pub async fn metrics(&self) -> String {
+    pub(crate) async fn metrics(&self) -> String {
         let resp = self
             .request(Method::GET, "/metrics", &[], Bytes::new())
             .await;
@@ -177,7 +177,7 @@ impl Drop for Gateway {
 
 /// An HTTP response, read whole.
 #[derive(Debug)]
-pub struct Response {
+pub(crate) struct Response {
     /// Status.
     pub status: StatusCode,
     /// Headers.
@@ -188,13 +188,13 @@ pub struct Response {
 
 impl Response {
     /// The body as JSON.
-    pub fn json(&self) -> serde_json::Value {
+    pub(crate) fn json(&self) -> serde_json::Value {
         serde_json::from_slice(&self.body)
             .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", String::from_utf8_lossy(&self.body)))
     }
 
     /// The `error.code` of a JSON error body.
-    pub fn error_code(&self) -> String {
+    pub(crate) fn error_code(&self) -> String {
         self.json()["error"]["code"]
             .as_str()
             .expect("error.code")
@@ -203,14 +203,14 @@ impl Response {
 }
 
 /// A token for `user` valid for `ttl_secs` from now.
-pub fn token(user: &str, ttl_secs: u64) -> String {
+pub(crate) fn token(user: &str, ttl_secs: u64) -> String {
     let user = UserId::parse(user).expect("valid user id");
     let exp = pushgate::gateway::Gateway::unix_now() + ttl_secs;
     pushgate::auth::token::mint(SECRET.as_bytes(), &user, exp)
 }
 
 /// The next text frame as JSON (skipping pings/pongs), within `limit`.
-pub async fn next_json(ws: &mut Ws, limit: Duration) -> serde_json::Value {
+pub(crate) async fn next_json(ws: &mut Ws, limit: Duration) -> serde_json::Value {
     loop {
         let msg = tokio::time::timeout(limit, ws.next())
             .await
@@ -227,7 +227,7 @@ pub async fn next_json(ws: &mut Ws, limit: Duration) -> serde_json::Value {
 
 /// Reads until the close message and returns its code and the frames
 /// before it.
-pub async fn read_until_close(
+pub(crate) async fn read_until_close(
     ws: &mut Ws,
     limit: Duration,
 ) -> (Option<u16>, Vec<serde_json::Value>) {
@@ -254,7 +254,7 @@ pub async fn read_until_close(
 impl Gateway {
     /// Starts a gateway with `config` and returns it with the address of
     /// its separate metrics listener (`None` unless `[metrics] listen`).
-    pub async fn start_with_metrics_addr(config: Config) -> (Self, Option<SocketAddr>) {
+    pub(crate) async fn start_with_metrics_addr(config: Config) -> (Self, Option<SocketAddr>) {
         config.validate().expect("test config is valid");
         let server = pushgate::Server::bind(config).await.expect("bind");
         let (addr, metrics_addr) = (server.local_addr(), server.metrics_addr());
@@ -276,7 +276,7 @@ impl Gateway {
 /// Writes `request` as is on a new TCP connection to `addr` and returns
 /// what the server sends until it closes (within 10 s). The request should
 /// carry `Connection: close`.
-pub async fn raw_http(addr: SocketAddr, request: &[u8]) -> String {
+pub(crate) async fn raw_http(addr: SocketAddr, request: &[u8]) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let exchange = async {
         let mut stream = TcpStream::connect(addr).await.expect("tcp connect");
@@ -292,7 +292,7 @@ pub async fn raw_http(addr: SocketAddr, request: &[u8]) -> String {
 }
 
 /// The status code of a raw HTTP answer (its first line).
-pub fn raw_status(answer: &str) -> u16 {
+pub(crate) fn raw_status(answer: &str) -> u16 {
     answer
         .split(' ')
         .nth(1)
@@ -301,13 +301,13 @@ pub fn raw_status(answer: &str) -> u16 {
 }
 
 /// Helpers for the ws_* tests (raw handshakes and frames, metrics, waiting).
-pub mod redis;
-pub mod ws;
+pub(crate) mod redis;
+pub(crate) mod ws;
 
 impl Gateway {
     /// A handle on a gateway already running at `addr` (for requests from
     /// spawned tasks); dropping it stops nothing.
-    pub fn attach(addr: SocketAddr) -> Self {
+    pub(crate) fn attach(addr: SocketAddr) -> Self {
         let state = pushgate::gateway::Gateway::new(config()).expect("state");
         Self {
             addr,
@@ -320,14 +320,17 @@ impl Gateway {
 
 /// Helpers for the poll_*, sse_*, resume_* tests (plain HTTP from spawned
 /// tasks, an SSE client, a resume over any transport).
-pub mod browser;
+pub(crate) mod browser;
 
 /// The `pushgate` binary as a child process (cli_logs, hardening_secrets).
-pub mod process;
+pub(crate) mod process;
 
 impl Gateway {
     /// `connect`, as a future that owns its arguments (for `join_all`).
-    pub fn connect_owned(&self, user: String) -> impl std::future::Future<Output = Ws> + use<> {
+    pub(crate) fn connect_owned(
+        &self,
+        user: String,
+    ) -> impl std::future::Future<Output = Ws> + use<> {
         let url = self.ws_url(&format!("token={}", token(&user, 3600)));
         async move {
             tokio_tungstenite::connect_async(url)

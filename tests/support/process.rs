@@ -7,10 +7,10 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// The repository root, the binary's working directory.
-pub const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+pub(crate) const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 /// A running `pushgate serve`, killed if a test fails midway.
-pub struct Process {
+pub(crate) struct Process {
     child: Child,
     /// The main listener, known once [`Process::wait_healthy`] returned.
     pub addr: SocketAddr,
@@ -23,7 +23,7 @@ impl Process {
     /// port given by `PUSHGATE_SERVER_LISTEN`, with no `PUSHGATE_*` or
     /// `RUST_LOG` variables of the test's own environment, plus `env`.
     /// Stdout and stderr go to separate files.
-    pub fn start(name: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
+    pub(crate) fn start(name: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
         static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let file = |stream: &str| {
@@ -74,12 +74,12 @@ impl Process {
     }
 
     /// Everything written to stdout so far.
-    pub fn stdout(&self) -> String {
+    pub(crate) fn stdout(&self) -> String {
         std::fs::read_to_string(&self.stdout).unwrap_or_default()
     }
 
     /// Everything written to stderr so far.
-    pub fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
     }
 
@@ -88,7 +88,7 @@ impl Process {
     }
 
     /// Waits until `/healthz` answers 200.
-    pub async fn wait_healthy(&mut self) {
+    pub(crate) async fn wait_healthy(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(status) = self.child.try_wait().expect("try_wait") {
@@ -119,7 +119,7 @@ impl Process {
     }
 
     /// Sends `signal` (`TERM`, `INT`) with kill(1).
-    pub fn signal(&self, signal: &str) {
+    pub(crate) fn signal(&self, signal: &str) {
         let status = Command::new("kill")
             .args([format!("-{signal}"), self.child.id().to_string()])
             .status()
@@ -128,7 +128,7 @@ impl Process {
     }
 
     /// Waits up to `limit` for the process to exit.
-    pub async fn wait_exit(&mut self, limit: Duration) -> ExitStatus {
+    pub(crate) async fn wait_exit(&mut self, limit: Duration) -> ExitStatus {
         let started = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().expect("try_wait") {
@@ -144,7 +144,7 @@ impl Process {
     }
 
     /// SIGTERM, then the exit status within `limit`.
-    pub async fn stop(&mut self, limit: Duration) -> ExitStatus {
+    pub(crate) async fn stop(&mut self, limit: Duration) -> ExitStatus {
         self.signal("TERM");
         self.wait_exit(limit).await
     }

@@ -8,11 +8,11 @@ use std::time::Duration;
 use pushgate::config::{BrokerKind, Config};
 
 /// The shared Redis every machine of this project runs.
-pub const REDIS_URL: &str = "redis://127.0.0.1:6379";
+pub(crate) const REDIS_URL: &str = "redis://127.0.0.1:6379";
 
 /// Whether Redis answers; without it the cluster tests skip, except under
 /// CI (where a missing Redis is a failure, not a skip).
-pub fn available() -> bool {
+pub(crate) fn available() -> bool {
     let up = TcpStream::connect_timeout(
         &"127.0.0.1:6379".parse().expect("addr"),
         Duration::from_secs(1),
@@ -29,12 +29,12 @@ pub fn available() -> bool {
 }
 
 /// A key prefix no other test uses.
-pub fn prefix(test: &str) -> String {
+pub(crate) fn prefix(test: &str) -> String {
     format!("pgtest:{test}:{:08x}", rand::random::<u32>())
 }
 
 /// A test config on the Redis broker at `url` under `prefix`.
-pub fn config(url: &str, prefix: &str) -> Config {
+pub(crate) fn config(url: &str, prefix: &str) -> Config {
     let mut c = super::config();
     c.broker.kind = BrokerKind::Redis;
     c.broker.url = url.to_owned();
@@ -44,7 +44,7 @@ pub fn config(url: &str, prefix: &str) -> Config {
 }
 
 /// A private redis-server on a free port, for tests that stop it.
-pub struct PrivateRedis {
+pub(crate) struct PrivateRedis {
     /// Its port.
     pub port: u16,
     password: Option<String>,
@@ -53,12 +53,12 @@ pub struct PrivateRedis {
 
 impl PrivateRedis {
     /// Starts one on a free port and waits until it answers.
-    pub fn start() -> Self {
+    pub(crate) fn start() -> Self {
         Self::start_with(None)
     }
 
     /// Starts one that requires `password` (`requirepass`).
-    pub fn start_with_password(password: &str) -> Self {
+    pub(crate) fn start_with_password(password: &str) -> Self {
         Self::start_with(Some(password.to_owned()))
     }
 
@@ -78,7 +78,7 @@ impl PrivateRedis {
     }
 
     /// Its URL, with the password if it has one.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         match &self.password {
             Some(password) => format!("redis://:{password}@127.0.0.1:{}", self.port),
             None => format!("redis://127.0.0.1:{}", self.port),
@@ -86,7 +86,7 @@ impl PrivateRedis {
     }
 
     /// Starts it again on the same port (after `stop`).
-    pub fn restart(&mut self) {
+    pub(crate) fn restart(&mut self) {
         let mut args = vec![
             "--port".to_owned(),
             self.port.to_string(),
@@ -117,7 +117,7 @@ impl PrivateRedis {
     }
 
     /// Kills it (losing every key, as a Redis without persistence does).
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();

@@ -14,29 +14,29 @@ use tokio_tungstenite::tungstenite::http::HeaderValue;
 use super::{Gateway, Ws};
 
 /// The RFC 6455 example key, and the accept value it must produce.
-pub const KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
+pub(crate) const KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
 /// `Sec-WebSocket-Accept` for [`KEY`].
-pub const ACCEPT: &str = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=";
+pub(crate) const ACCEPT: &str = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=";
 
 /// WebSocket opcodes, for raw frames.
-pub mod opcode {
+pub(crate) mod opcode {
     /// Continuation frame.
-    pub const CONTINUATION: u8 = 0x0;
+    pub(crate) const CONTINUATION: u8 = 0x0;
     /// Text frame.
-    pub const TEXT: u8 = 0x1;
+    pub(crate) const TEXT: u8 = 0x1;
     /// Binary frame.
-    pub const BINARY: u8 = 0x2;
+    pub(crate) const BINARY: u8 = 0x2;
     /// Close frame.
-    pub const CLOSE: u8 = 0x8;
+    pub(crate) const CLOSE: u8 = 0x8;
     /// Ping frame.
-    pub const PING: u8 = 0x9;
+    pub(crate) const PING: u8 = 0x9;
     /// Pong frame.
-    pub const PONG: u8 = 0xA;
+    pub(crate) const PONG: u8 = 0xA;
 }
 
 /// A hand-made upgrade request: the usual handshake headers, minus the
 /// ones named in `omit`, plus `extra` (which replace same-named defaults).
-pub fn upgrade_request(
+pub(crate) fn upgrade_request(
     method: &str,
     target: &str,
     extra: &[(&str, &str)],
@@ -66,7 +66,7 @@ pub fn upgrade_request(
 
 /// The server's answer to a hand-made request, and the socket it came on
 /// (after a `101`, a raw WebSocket).
-pub struct RawAnswer {
+pub(crate) struct RawAnswer {
     /// Status code.
     pub status: u16,
     /// Headers, names lowercased, in order.
@@ -89,7 +89,7 @@ impl std::fmt::Debug for RawAnswer {
 
 impl RawAnswer {
     /// The first value of header `name` (case-insensitive).
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
@@ -97,12 +97,12 @@ impl RawAnswer {
     }
 
     /// The body as JSON.
-    pub fn json(&self) -> serde_json::Value {
+    pub(crate) fn json(&self) -> serde_json::Value {
         serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {self:?}"))
     }
 
     /// The `error.code` of a JSON error body.
-    pub fn error_code(&self) -> String {
+    pub(crate) fn error_code(&self) -> String {
         self.json()["error"]["code"]
             .as_str()
             .unwrap_or_else(|| panic!("no error.code: {self:?}"))
@@ -112,7 +112,7 @@ impl RawAnswer {
 
 /// Sends `request` on a new TCP connection and reads the answer's head
 /// (and body, unless it is a `101`), within 10 s.
-pub async fn raw_handshake(addr: SocketAddr, request: &str) -> RawAnswer {
+pub(crate) async fn raw_handshake(addr: SocketAddr, request: &str) -> RawAnswer {
     let exchange = async {
         let mut stream = TcpStream::connect(addr).await.expect("tcp connect");
         stream
@@ -178,7 +178,7 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 
 /// A WebSocket client written by hand over TCP: exact bytes out, every
 /// frame in (nothing answered automatically).
-pub struct RawWs {
+pub(crate) struct RawWs {
     /// The socket.
     pub stream: TcpStream,
     buf: Vec<u8>,
@@ -186,7 +186,7 @@ pub struct RawWs {
 
 /// One frame from the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RawFrame {
+pub(crate) struct RawFrame {
     /// FIN bit.
     pub fin: bool,
     /// The opcode.
@@ -197,23 +197,23 @@ pub struct RawFrame {
 
 impl RawFrame {
     /// A text frame's payload as JSON.
-    pub fn json(&self) -> serde_json::Value {
+    pub(crate) fn json(&self) -> serde_json::Value {
         serde_json::from_slice(&self.payload).unwrap_or_else(|e| panic!("not JSON ({e}): {self:?}"))
     }
 
     /// A close frame's status code.
-    pub fn close_code(&self) -> Option<u16> {
+    pub(crate) fn close_code(&self) -> Option<u16> {
         (self.payload.len() >= 2).then(|| u16::from_be_bytes([self.payload[0], self.payload[1]]))
     }
 }
 
 /// A masked client frame (`fin` set).
-pub fn client_frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn client_frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
     frame(true, 0, opcode, true, payload)
 }
 
 /// A masked close frame whose payload is `code` and `reason`.
-pub fn client_close(code: u16, reason: &[u8]) -> Vec<u8> {
+pub(crate) fn client_close(code: u16, reason: &[u8]) -> Vec<u8> {
     let mut payload = code.to_be_bytes().to_vec();
     payload.extend_from_slice(reason);
     client_frame(opcode::CLOSE, &payload)
@@ -222,7 +222,7 @@ pub fn client_close(code: u16, reason: &[u8]) -> Vec<u8> {
 /// A client frame with every header bit chosen: `fin`, `rsv` (the three
 /// reserved bits, as `0b0xxx_0000`), the opcode, masked or not; the
 /// shortest length encoding.
-pub fn frame(fin: bool, rsv: u8, opcode: u8, masked: bool, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn frame(fin: bool, rsv: u8, opcode: u8, masked: bool, payload: &[u8]) -> Vec<u8> {
     let mask = [0x37, 0xfa, 0x21, 0x3d];
     let mut out = vec![u8::from(fin) << 7 | rsv | opcode];
     let mask_bit = if masked { 0x80 } else { 0 };
@@ -248,18 +248,18 @@ pub fn frame(fin: bool, rsv: u8, opcode: u8, masked: bool, payload: &[u8]) -> Ve
 
 impl RawWs {
     /// Writes bytes as they are.
-    pub async fn send_raw(&mut self, bytes: &[u8]) {
+    pub(crate) async fn send_raw(&mut self, bytes: &[u8]) {
         self.stream.write_all(bytes).await.expect("raw write");
     }
 
     /// Writes one masked frame.
-    pub async fn send(&mut self, opcode: u8, payload: &[u8]) {
+    pub(crate) async fn send(&mut self, opcode: u8, payload: &[u8]) {
         self.send_raw(&client_frame(opcode, payload)).await;
     }
 
     /// The next frame within `limit` (`Err` if none came in time): `None`
     /// once the server closed the TCP connection (or reset it).
-    pub async fn try_next_frame(
+    pub(crate) async fn try_next_frame(
         &mut self,
         limit: Duration,
     ) -> Result<Option<RawFrame>, tokio::time::error::Elapsed> {
@@ -268,7 +268,7 @@ impl RawWs {
 
     /// The next frame within `limit`; `None` once the server closed the
     /// TCP connection (or reset it).
-    pub async fn next_frame(&mut self, limit: Duration) -> Option<RawFrame> {
+    pub(crate) async fn next_frame(&mut self, limit: Duration) -> Option<RawFrame> {
         tokio::time::timeout(limit, self.read_frame())
             .await
             .expect("a frame or EOF in time")
@@ -321,7 +321,7 @@ impl RawWs {
 
     /// Reads frames until a close frame (returned last) or EOF, within
     /// `limit` overall.
-    pub async fn frames_until_close(&mut self, limit: Duration) -> Vec<RawFrame> {
+    pub(crate) async fn frames_until_close(&mut self, limit: Duration) -> Vec<RawFrame> {
         let deadline = tokio::time::Instant::now() + limit;
         let mut frames = Vec::new();
         loop {
@@ -343,7 +343,7 @@ impl RawWs {
 impl Gateway {
     /// Completes a hand-made handshake for `user` and returns the raw
     /// WebSocket.
-    pub async fn connect_raw(&self, user: &str) -> RawWs {
+    pub(crate) async fn connect_raw(&self, user: &str) -> RawWs {
         let target = format!("/ws?token={}", super::token(user, 3600));
         let answer = raw_handshake(self.addr, &upgrade_request("GET", &target, &[], &[])).await;
         assert_eq!(answer.status, 101, "{answer:?}");
@@ -352,7 +352,7 @@ impl Gateway {
 
     /// Connects a tokio-tungstenite client to `/ws?<query>` with extra
     /// request headers; the handshake's error as is.
-    pub async fn try_connect(
+    pub(crate) async fn try_connect(
         &self,
         query: &str,
         headers: &[(&str, &str)],
@@ -376,7 +376,7 @@ impl Gateway {
 
 /// The value of one series (`name{labels}` exactly as rendered) in
 /// Prometheus text, if present.
-pub fn metric(text: &str, series: &str) -> Option<f64> {
+pub(crate) fn metric(text: &str, series: &str) -> Option<f64> {
     text.lines()
         .filter(|line| !line.starts_with('#'))
         .find_map(|line| {
@@ -387,7 +387,7 @@ pub fn metric(text: &str, series: &str) -> Option<f64> {
 
 /// Polls `check` every 20 ms until it is true; panics naming `what` after
 /// `limit`.
-pub async fn eventually<F, Fut>(limit: Duration, what: &str, mut check: F)
+pub(crate) async fn eventually<F, Fut>(limit: Duration, what: &str, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
@@ -406,7 +406,7 @@ where
 }
 
 /// An unsigned token (`alg: none`) for `user`, valid for an hour.
-pub fn alg_none_token(user: &str) -> String {
+pub(crate) fn alg_none_token(user: &str) -> String {
     use base64::Engine as _;
     let b64 = |v: serde_json::Value| {
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string())
@@ -421,7 +421,7 @@ pub fn alg_none_token(user: &str) -> String {
 
 /// A token for `user` signed with `secret` (not the gateway's), expiring
 /// at `exp` (seconds since the epoch).
-pub fn token_with(secret: &[u8], user: &str, exp: u64) -> String {
+pub(crate) fn token_with(secret: &[u8], user: &str, exp: u64) -> String {
     let user = pushgate::protocol::UserId::parse(user).expect("valid user id");
     pushgate::auth::token::mint(secret, &user, exp)
 }

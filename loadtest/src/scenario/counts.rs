@@ -11,7 +11,7 @@ use crate::report::Report;
 use crate::worker::protocol::{Kind, Outcome};
 
 /// The push rows: sent, accepted, round trips, the warm-up.
-pub fn report_pushes(
+pub(super) fn report_pushes(
     report: &mut Report,
     records: &[Record],
     push_secs: f64,
@@ -40,7 +40,7 @@ pub fn report_pushes(
 }
 
 /// Sums the counters; returns deliveries.
-pub fn report_counts(
+pub(super) fn report_counts(
     report: &mut Report,
     outcomes: &[(Kind, Outcome)],
     expected: u64,
@@ -115,7 +115,7 @@ pub fn report_counts(
 }
 
 /// Delivery latency over the outcomes of `kind` (all when `None`).
-pub fn merged(outcomes: &[(Kind, Outcome)], kind: Option<Kind>) -> Hist {
+pub(super) fn merged(outcomes: &[(Kind, Outcome)], kind: Option<Kind>) -> Hist {
     let mut h = hist::new_hist();
     for (_, o) in outcomes
         .iter()
@@ -128,7 +128,11 @@ pub fn merged(outcomes: &[(Kind, Outcome)], kind: Option<Kind>) -> Hist {
 
 /// Per message number: push (first push of that number) to its first and
 /// to its last recipient, µs.
-pub fn spread(outcomes: &[(Kind, Outcome)], records: &[Record], expect: u64) -> (Hist, Hist) {
+pub(super) fn spread(
+    outcomes: &[(Kind, Outcome)],
+    records: &[Record],
+    expect: u64,
+) -> (Hist, Hist) {
     let mut to_first = hist::new_hist();
     let mut to_last = hist::new_hist();
     for seq in 1..=expect {

@@ -89,7 +89,7 @@ struct Kill {
 }
 
 /// `fanout` (WebSocket) and `sse-fanout`.
-pub async fn fanout(args: &FanoutArgs, sse: bool) -> anyhow::Result<Finished> {
+pub(super) async fn fanout(args: &FanoutArgs, sse: bool) -> anyhow::Result<Finished> {
     let c = &args.common;
     let (kind, url) = if sse {
         (Kind::Sse, &c.sse_url)
@@ -112,7 +112,7 @@ pub async fn fanout(args: &FanoutArgs, sse: bool) -> anyhow::Result<Finished> {
 }
 
 /// `poll-fanout`.
-pub async fn poll_fanout(args: &PollFanoutArgs) -> anyhow::Result<Finished> {
+pub(super) async fn poll_fanout(args: &PollFanoutArgs) -> anyhow::Result<Finished> {
     let c = &args.common;
     execute(Delivery {
         park: Some(Duration::from_secs(args.park_secs)),
@@ -133,7 +133,7 @@ pub async fn poll_fanout(args: &PollFanoutArgs) -> anyhow::Result<Finished> {
 }
 
 /// `personal`.
-pub async fn personal(args: &PersonalArgs) -> anyhow::Result<Finished> {
+pub(super) async fn personal(args: &PersonalArgs) -> anyhow::Result<Finished> {
     let c = &args.common;
     let batch = args.batch.max(1);
     let mut jobs = Vec::new();
@@ -171,7 +171,7 @@ pub async fn personal(args: &PersonalArgs) -> anyhow::Result<Finished> {
 }
 
 /// `churn`.
-pub async fn churn(args: &ChurnArgs) -> anyhow::Result<Finished> {
+pub(super) async fn churn(args: &ChurnArgs) -> anyhow::Result<Finished> {
     let c = &args.common;
     execute(Delivery {
         churn: Some(Churn {
@@ -197,7 +197,7 @@ pub async fn churn(args: &ChurnArgs) -> anyhow::Result<Finished> {
 }
 
 /// `mixed`.
-pub async fn mixed(args: &MixedArgs) -> anyhow::Result<Finished> {
+pub(super) async fn mixed(args: &MixedArgs) -> anyhow::Result<Finished> {
     let c = &args.common;
     let groups = transports(c, args.ws, args.sse, args.poll);
     execute(Delivery {
@@ -219,7 +219,7 @@ pub async fn mixed(args: &MixedArgs) -> anyhow::Result<Finished> {
 }
 
 /// `failover`.
-pub async fn failover(args: &FailoverArgs) -> anyhow::Result<Finished> {
+pub(super) async fn failover(args: &FailoverArgs) -> anyhow::Result<Finished> {
     let c = &args.common;
     let groups = transports(c, args.ws, args.sse, args.poll);
     anyhow::ensure!(!groups.is_empty(), "no subscribers (--ws, --sse, --poll)");
@@ -252,7 +252,7 @@ pub async fn failover(args: &FailoverArgs) -> anyhow::Result<Finished> {
 }
 
 /// `storm`.
-pub async fn storm(args: &StormArgs) -> anyhow::Result<Finished> {
+pub(super) async fn storm(args: &StormArgs) -> anyhow::Result<Finished> {
     let c = &args.common;
     anyhow::ensure!(
         c.ws_url.len() == 2,

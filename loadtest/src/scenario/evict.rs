@@ -13,7 +13,7 @@ use crate::report::Report;
 use crate::worker::protocol::Kind;
 
 /// Runs the eviction scenario.
-pub async fn run(args: &EvictArgs) -> anyhow::Result<Finished> {
+pub(super) async fn run(args: &EvictArgs) -> anyhow::Result<Finished> {
     let common = &args.common;
     let n = args.connections;
     let idle_ms = args.idle_timeout_secs * 1000;

@@ -12,7 +12,7 @@ use crate::report::Report;
 use crate::worker::protocol::Kind;
 
 /// Runs the idle scenario.
-pub async fn run(args: &IdleArgs) -> anyhow::Result<Finished> {
+pub(super) async fn run(args: &IdleArgs) -> anyhow::Result<Finished> {
     let common = &args.common;
     let n = args.connections;
     let mut problems = Vec::new();

@@ -23,7 +23,7 @@ mod storm;
 
 /// A finished scenario: the report and the counts that are off.
 #[derive(Debug)]
-pub struct Finished {
+pub(crate) struct Finished {
     /// What was measured.
     pub report: Report,
     /// Counts that should have been zero (or complete) and were not.
@@ -31,7 +31,7 @@ pub struct Finished {
 }
 
 /// Runs `scenario`; `common` is its shared options.
-pub async fn run(scenario: Scenario) -> anyhow::Result<(Finished, Common)> {
+pub(crate) async fn run(scenario: Scenario) -> anyhow::Result<(Finished, Common)> {
     let common = match &scenario {
         Scenario::Idle(a) => a.common.clone(),
         Scenario::Fanout(a) | Scenario::SseFanout(a) => a.common.clone(),
@@ -72,7 +72,12 @@ pub async fn run(scenario: Scenario) -> anyhow::Result<(Finished, Common)> {
 
 /// The workers' plan from the shared options (no failover: see
 /// [`Plan::failover`]).
-pub fn plan(common: &Common, expect: u64, churn: Option<Churn>, idle_timeout_ms: u64) -> Plan {
+pub(crate) fn plan(
+    common: &Common,
+    expect: u64,
+    churn: Option<Churn>,
+    idle_timeout_ms: u64,
+) -> Plan {
     Plan {
         failover: false,
         one_home: false,
@@ -94,7 +99,7 @@ pub fn plan(common: &Common, expect: u64, churn: Option<Churn>, idle_timeout_ms:
 }
 
 /// A progress bar on stderr (hidden when stderr is not a terminal).
-pub fn progress(len: u64, message: &'static str) -> ProgressBar {
+pub(crate) fn progress(len: u64, message: &'static str) -> ProgressBar {
     let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
     let style = ProgressStyle::with_template("{msg:>12} [{bar:40}] {pos}/{len} {elapsed}")
         .unwrap_or_else(|_| ProgressStyle::default_bar())
@@ -108,7 +113,7 @@ pub fn progress(len: u64, message: &'static str) -> ProgressBar {
 /// and its children (an nginx master and its workers), all summed (the
 /// nodes of a cluster). `None` if any of them cannot be read: a sum over
 /// fewer processes than the run started with would be wrong.
-pub fn sample(pids: &[u32]) -> Option<Sample> {
+pub(crate) fn sample(pids: &[u32]) -> Option<Sample> {
     if pids.is_empty() {
         return None;
     }
@@ -123,7 +128,7 @@ pub fn sample(pids: &[u32]) -> Option<Sample> {
 
 /// How opening the connections went, over all workers.
 #[derive(Debug)]
-pub struct Opened {
+pub(crate) struct Opened {
     /// Connections open.
     pub opened: u64,
     /// Attempts that failed.
@@ -141,14 +146,14 @@ pub struct Opened {
 /// Taken just before the workers start: when, and the system's listen
 /// queue overflow count.
 #[derive(Debug, Clone, Copy)]
-pub struct Opening {
+pub(crate) struct Opening {
     started: Instant,
     overflows: Option<u64>,
 }
 
 impl Opening {
     /// Now.
-    pub fn start() -> Self {
+    pub(crate) fn start() -> Self {
         Self {
             started: Instant::now(),
             overflows: procstat::listen_overflows(),
@@ -158,7 +163,7 @@ impl Opening {
 
 /// Starts the workers for `groups` and opens every connection within
 /// `[common] timeout_secs`; if opening fails, the workers are stopped.
-pub async fn launch(
+pub(crate) async fn launch(
     common: &Common,
     groups: &[Group],
     plan: &Plan,
@@ -177,7 +182,7 @@ pub async fn launch(
 }
 
 /// Waits for every worker of `fleet` to finish connecting.
-pub async fn open(
+pub(crate) async fn open(
     fleet: &mut Fleet,
     total: u64,
     opening: Opening,
@@ -210,7 +215,7 @@ pub async fn open(
 }
 
 /// The connection rows every scenario shares.
-pub fn report_opened(
+pub(crate) fn report_opened(
     report: &mut Report,
     opened: &Opened,
     requested: u64,
@@ -264,11 +269,11 @@ pub fn report_opened(
 }
 
 /// Server CPU between two readings, µs.
-pub fn cpu_between(a: Option<Sample>, b: Option<Sample>) -> Option<u64> {
+pub(crate) fn cpu_between(a: Option<Sample>, b: Option<Sample>) -> Option<u64> {
     Some(b?.cpu_us.saturating_sub(a?.cpu_us))
 }
 
 /// KiB to MiB, two decimals.
-pub fn mib(kib: u64) -> f64 {
+pub(crate) fn mib(kib: u64) -> f64 {
     hist::round2(kib as f64 / 1024.0)
 }

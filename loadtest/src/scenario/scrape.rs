@@ -5,7 +5,7 @@ use crate::http::{self, HttpConn};
 use crate::target::{self, Target};
 
 /// The page at `url` (`GET`), or `None` if it cannot be read.
-pub async fn page(url: &str) -> Option<String> {
+pub(super) async fn page(url: &str) -> Option<String> {
     let target = Target::parse(url).ok()?;
     let stream = target::connect(target.resolve().await.ok()?, None)
         .await
@@ -19,7 +19,7 @@ pub async fn page(url: &str) -> Option<String> {
 }
 
 /// The value of series `name` (with its labels, as printed) on `text`.
-pub fn series(text: &str, name: &str) -> Option<f64> {
+pub(super) fn series(text: &str, name: &str) -> Option<f64> {
     text.lines().find_map(|l| {
         l.strip_prefix(name)
             .and_then(|rest| rest.trim().parse().ok())
@@ -28,7 +28,7 @@ pub fn series(text: &str, name: &str) -> Option<f64> {
 
 /// The cumulative buckets of histogram `name` (unlabelled but for `le`):
 /// `(upper bound, count)` in page order, `+Inf` as infinity.
-pub fn buckets(text: &str, name: &str) -> Vec<(f64, f64)> {
+pub(super) fn buckets(text: &str, name: &str) -> Vec<(f64, f64)> {
     let prefix = format!("{name}_bucket{{le=\"");
     text.lines()
         .filter_map(|l| {

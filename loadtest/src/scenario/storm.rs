@@ -14,7 +14,7 @@ use crate::report::Report;
 use crate::worker::protocol::{Kind, Outcome};
 
 /// How often node B's `/metrics` is read.
-pub const SAMPLE_EVERY: Duration = Duration::from_millis(100);
+pub(super) const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 /// B's open WebSockets.
 const CONNECTIONS: &str = "pushgate_connections{transport=\"ws\"}";
 /// B's timer lateness histogram.
@@ -29,7 +29,7 @@ const KILLED_BACK_WITHIN_SECS: f64 = 30.0;
 
 /// One reading of node B's `/metrics`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Sample {
+pub(super) struct Sample {
     /// Seconds since the first push.
     pub t: f64,
     /// Open WebSockets.
@@ -40,7 +40,7 @@ pub struct Sample {
 
 impl Sample {
     /// Reads `text` (a `/metrics` page) taken at `t`.
-    pub fn parse(text: &str, t: f64) -> Self {
+    pub(super) fn parse(text: &str, t: f64) -> Self {
         Self {
             t,
             connections: scrape::series(text, CONNECTIONS),
@@ -51,7 +51,7 @@ impl Sample {
 
 /// How the storm was made and what it is held to.
 #[derive(Debug, Clone)]
-pub struct Storm {
+pub(super) struct Storm {
     /// SIGKILL (true) or SIGTERM.
     pub kill: bool,
     /// Node A's `[server] drain_spread_secs`.
@@ -72,7 +72,7 @@ fn at(samples: &[Sample], t: f64) -> Option<&Sample> {
 
 /// Connections B gained in each whole second from `from` (the signal),
 /// until the second after the last gain (a loss counts as 0).
-pub fn per_second(samples: &[Sample], from: f64) -> Vec<u64> {
+pub(super) fn per_second(samples: &[Sample], from: f64) -> Vec<u64> {
     let Some(last) = samples.iter().rev().find(|s| s.connections.is_some()) else {
         return Vec::new();
     };
@@ -98,7 +98,7 @@ pub fn per_second(samples: &[Sample], from: f64) -> Vec<u64> {
 }
 
 /// Seconds from `from` until B held `clients` WebSockets, if it did.
-pub fn back_after(samples: &[Sample], from: f64, clients: u64) -> Option<f64> {
+pub(super) fn back_after(samples: &[Sample], from: f64, clients: u64) -> Option<f64> {
     samples
         .iter()
         .find(|s| s.t >= from && s.connections.is_some_and(|c| c >= clients as f64))
@@ -108,7 +108,7 @@ pub fn back_after(samples: &[Sample], from: f64, clients: u64) -> Option<f64> {
 /// The upper bound of the bucket holding the 99th percentile of what was
 /// recorded between two readings of a cumulative histogram (`None`: no
 /// observations).
-pub fn p99(before: &[(f64, f64)], after: &[(f64, f64)]) -> Option<f64> {
+pub(super) fn p99(before: &[(f64, f64)], after: &[(f64, f64)]) -> Option<f64> {
     let delta: Vec<(f64, f64)> = after
         .iter()
         .map(|(le, count)| {
@@ -132,7 +132,7 @@ pub fn p99(before: &[(f64, f64)], after: &[(f64, f64)]) -> Option<f64> {
 /// Adds the storm's figures to `report`, and to `problems` what misses its
 /// target. `signal_at`: seconds after the first push when node A was
 /// signalled (`None`: it never was).
-pub fn report(
+pub(super) fn report(
     report: &mut Report,
     storm: &Storm,
     samples: &[Sample],

@@ -17,7 +17,7 @@ use super::protocol::Kind;
 const HEALTHY_LIFE: Duration = Duration::from_secs(1);
 
 /// Runs local connection `i` until it ends.
-pub async fn run(ctx: Rc<Ctx>, i: usize) {
+pub(super) async fn run(ctx: Rc<Ctx>, i: usize) {
     ctx.pace().await;
     match ctx.spec.kind {
         Kind::Ws => reconnecting::<super::ws::WsClient>(&ctx, i).await,

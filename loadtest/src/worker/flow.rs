@@ -11,15 +11,15 @@ use crate::frames::{self, Inbound};
 use crate::rng::Rng;
 
 /// Longest a handshake (TCP connect to upgrade answer) may take.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Consecutive failed reconnects after which a connection gives up.
-pub const MAX_RECONNECT_FAILURES: u32 = 20;
+pub(super) const MAX_RECONNECT_FAILURES: u32 = 20;
 /// How long a clean close waits for the server's answer.
-pub const CLOSE_WAIT: Duration = Duration::from_secs(2);
+pub(super) const CLOSE_WAIT: Duration = Duration::from_secs(2);
 
 /// What a connection does after a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Flow {
+pub(super) enum Flow {
     /// Keep reading.
     Continue,
     /// Open a new connection with the cursor (churn).
@@ -40,7 +40,7 @@ pub enum Flow {
 
 /// A client that holds one connection at a time and may reconnect with
 /// its cursor (WebSocket, SSE).
-pub trait Client: Sized {
+pub(super) trait Client: Sized {
     /// Opens a connection for `user` to gateway node `node`, resuming
     /// from `cursor` if given.
     async fn open(
@@ -56,7 +56,7 @@ pub trait Client: Sized {
 }
 
 /// Counts one inbound frame of connection `i` and keeps its cursor.
-pub fn on_frame(ctx: &Ctx, i: usize, frame: Inbound, cursor: &mut Option<String>) -> Flow {
+pub(super) fn on_frame(ctx: &Ctx, i: usize, frame: Inbound, cursor: &mut Option<String>) -> Flow {
     let now = frames::now_us();
     let mut tally = ctx.tally.borrow_mut();
     match frame {
@@ -104,7 +104,7 @@ pub fn on_frame(ctx: &Ctx, i: usize, frame: Inbound, cursor: &mut Option<String>
 }
 
 /// A first attempt finished; `Ok(handshake time)` or the error.
-pub fn first_attempt(ctx: &Ctx, result: Result<Duration, String>) {
+pub(super) fn first_attempt(ctx: &Ctx, result: Result<Duration, String>) {
     let mut tally = ctx.tally.borrow_mut();
     match result {
         Ok(took) => tally.opened(took.as_micros() as u64),
@@ -115,7 +115,7 @@ pub fn first_attempt(ctx: &Ctx, result: Result<Duration, String>) {
 
 /// A reconnect failed: counts it and waits a back-off; `false` when the
 /// connection should give up.
-pub async fn reconnect_failed(ctx: &Ctx, failures: u32, err: &str) -> bool {
+pub(super) async fn reconnect_failed(ctx: &Ctx, failures: u32, err: &str) -> bool {
     {
         let mut tally = ctx.tally.borrow_mut();
         tally.reconnected(false);
@@ -129,7 +129,7 @@ pub async fn reconnect_failed(ctx: &Ctx, failures: u32, err: &str) -> bool {
 
 /// Waits after the `failures`-th failure in a row; `false` when the
 /// connection should give up instead.
-pub async fn backoff(ctx: &Ctx, failures: u32) -> bool {
+pub(super) async fn backoff(ctx: &Ctx, failures: u32) -> bool {
     if failures >= MAX_RECONNECT_FAILURES || ctx.is_past_deadline() {
         return false;
     }
@@ -153,7 +153,7 @@ const PACED_RETRY_JITTER_MAX_MS: u64 = 5_000;
 /// The paced wait after the `failures`-th failure in a row (from 1): full
 /// jitter, 0 to 500 ms * 2^(failures - 1), at most 30 s, as `pushgate.js`'s
 /// `backoffDelay`.
-pub fn jitter_backoff(failures: u32, rng: &mut Rng) -> Duration {
+pub(super) fn jitter_backoff(failures: u32, rng: &mut Rng) -> Duration {
     let exponent = failures.saturating_sub(1).min(30);
     let ceiling = (PACED_BACKOFF_BASE_MS << exponent).min(PACED_BACKOFF_MAX_MS);
     Duration::from_millis(rng.between(0, ceiling.saturating_sub(1)))
@@ -161,7 +161,7 @@ pub fn jitter_backoff(failures: u32, rng: &mut Rng) -> Duration {
 
 /// The paced wait after a `reconnect` frame: its `retry_ms` plus up to
 /// half again (at most 5 s more), as `pushgate.js`'s `reconnectDelay`.
-pub fn told_delay(retry_ms: u64, rng: &mut Rng) -> Duration {
+pub(super) fn told_delay(retry_ms: u64, rng: &mut Rng) -> Duration {
     let jitter = (retry_ms / 2).min(PACED_RETRY_JITTER_MAX_MS);
     let extra = if jitter == 0 {
         0
@@ -172,7 +172,7 @@ pub fn told_delay(retry_ms: u64, rng: &mut Rng) -> Duration {
 }
 
 /// When a new connection of `ctx` should churn (reconnect), if it churns.
-pub fn churn_at(ctx: &Ctx, rng: &mut Rng) -> Instant {
+pub(super) fn churn_at(ctx: &Ctx, rng: &mut Rng) -> Instant {
     match ctx.spec.churn {
         Some(churn) => {
             Instant::now() + Duration::from_millis(rng.between(churn.min_ms, churn.max_ms))
@@ -184,7 +184,7 @@ pub fn churn_at(ctx: &Ctx, rng: &mut Rng) -> Instant {
 /// Whether connection `i`, holding `cursor`, should reconnect now: churn
 /// is on, collecting has not begun, it has a cursor to resume from and it
 /// still misses messages.
-pub fn should_churn(ctx: &Ctx, i: usize, cursor: &Option<String>) -> bool {
+pub(super) fn should_churn(ctx: &Ctx, i: usize, cursor: &Option<String>) -> bool {
     ctx.spec.churn.is_some()
         && !ctx.stopping.get()
         && cursor.is_some()
@@ -192,7 +192,7 @@ pub fn should_churn(ctx: &Ctx, i: usize, cursor: &Option<String>) -> bool {
 }
 
 /// A per-connection generator.
-pub fn rng_for(ctx: &Ctx, i: usize) -> Rng {
+pub(super) fn rng_for(ctx: &Ctx, i: usize) -> Rng {
     Rng::new(ctx.spec.seed ^ ((i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)))
 }
 

@@ -24,10 +24,10 @@ use crate::target::{self, Target};
 mod conn;
 mod flow;
 mod poll;
-pub mod protocol;
+pub(crate) mod protocol;
 mod silent;
 mod sse;
-pub mod tally;
+pub(crate) mod tally;
 mod ws;
 
 use protocol::{Command, Connected, Event, Kind, Spec};
@@ -42,7 +42,7 @@ const CHECK_EVERY: Duration = Duration::from_millis(10);
 
 /// What every connection task of the worker shares (one thread: `Rc`).
 #[derive(Debug)]
-pub struct Ctx {
+pub(crate) struct Ctx {
     /// The worker's spec.
     pub spec: Spec,
     /// The gateway nodes: each parsed URL template and where it resolves to.
@@ -69,7 +69,7 @@ pub struct Ctx {
 
 /// One gateway node of the worker's URL list.
 #[derive(Debug)]
-pub struct Node {
+pub(crate) struct Node {
     /// The parsed URL template.
     pub target: Target,
     /// Where it resolves to.
@@ -78,7 +78,7 @@ pub struct Node {
 
 impl Ctx {
     /// The node local connection `i` starts on.
-    pub fn home(&self, i: usize) -> usize {
+    pub(crate) fn home(&self, i: usize) -> usize {
         if self.spec.one_home {
             return 0;
         }
@@ -87,7 +87,7 @@ impl Ctx {
 
     /// The node after `node` (where a connection goes when its node is
     /// gone, with failover); `node` itself without failover.
-    pub fn next_node(&self, node: usize) -> usize {
+    pub(crate) fn next_node(&self, node: usize) -> usize {
         if self.spec.failover {
             (node + 1) % self.nodes.len()
         } else {
@@ -96,22 +96,22 @@ impl Ctx {
     }
 
     /// The user id of local connection `i`.
-    pub fn user(&self, i: usize) -> String {
+    pub(crate) fn user(&self, i: usize) -> String {
         target::user_id(&self.spec.user_prefix, self.spec.first_user + i as u64)
     }
 
     /// The source address of local connection `i`.
-    pub fn source(&self, i: usize) -> Option<Ipv4Addr> {
+    pub(crate) fn source(&self, i: usize) -> Option<Ipv4Addr> {
         target::source_of(self.spec.first_conn + i as u64, self.spec.sources)
     }
 
     /// The cursor query parameter and value, if there is a cursor.
-    pub fn cursor_arg<'a>(&'a self, cursor: Option<&'a str>) -> Option<(&'a str, &'a str)> {
+    pub(crate) fn cursor_arg<'a>(&'a self, cursor: Option<&'a str>) -> Option<(&'a str, &'a str)> {
         cursor.map(|c| (self.spec.cursor_param.as_str(), c))
     }
 
     /// Waits for this connection's turn to open, if opens are paced.
-    pub async fn pace(&self) {
+    pub(crate) async fn pace(&self) {
         if self.spec.connect_rate <= 0.0 {
             return;
         }
@@ -122,13 +122,13 @@ impl Ctx {
     }
 
     /// Whether the worker's life is over.
-    pub fn is_past_deadline(&self) -> bool {
+    pub(crate) fn is_past_deadline(&self) -> bool {
         Instant::now() >= self.deadline
     }
 }
 
 /// Entry point of `loadtest worker`.
-pub fn main() -> anyhow::Result<()> {
+pub(crate) fn main() -> anyhow::Result<()> {
     crate::raise_open_files_limit();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

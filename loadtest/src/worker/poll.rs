@@ -21,7 +21,7 @@ use crate::target;
 
 /// Runs long-poll client `i`. With failover, a failed poll (its node went
 /// away) polls the next node with the cursor.
-pub async fn run(ctx: &Ctx, i: usize) {
+pub(super) async fn run(ctx: &Ctx, i: usize) {
     let user = ctx.user(i);
     let mut node = ctx.home(i);
     let mut cursor: Option<String> = None;

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 /// How a worker's connections talk to the gateway.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Kind {
+pub(crate) enum Kind {
     /// WebSocket clients that read, answer pings and count messages.
     Ws,
     /// Server-sent-event streams.
@@ -23,7 +23,7 @@ pub enum Kind {
 
 impl Kind {
     /// The name used in reports.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Ws => "ws",
             Self::Sse => "sse",
@@ -35,7 +35,7 @@ impl Kind {
 
 /// Reconnect behaviour for the churn scenario.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-pub struct Churn {
+pub(crate) struct Churn {
     /// Shortest time a connection lives before it reconnects, ms.
     pub min_ms: u64,
     /// Longest, ms.
@@ -44,7 +44,7 @@ pub struct Churn {
 
 /// Everything a worker needs, sent as its first stdin line.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Spec {
+pub(crate) struct Spec {
     /// The worker's number (for messages).
     pub worker: usize,
     /// The transport of all its connections.
@@ -99,7 +99,7 @@ pub struct Spec {
 /// A command on a worker's stdin.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "cmd", rename_all = "snake_case")]
-pub enum Command {
+pub(crate) enum Command {
     /// Say when every open connection has message `seq` (or time is up).
     WaitSeq {
         /// The message number.
@@ -120,7 +120,7 @@ pub enum Command {
 /// A line on a worker's stdout.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "ev", rename_all = "snake_case")]
-pub enum Event {
+pub(crate) enum Event {
     /// Connecting is under way.
     Progress {
         /// Connections open so far.
@@ -143,7 +143,7 @@ pub enum Event {
 
 /// How connecting went.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Connected {
+pub(crate) struct Connected {
     /// Connections open.
     pub opened: u64,
     /// Attempts that failed.
@@ -158,7 +158,7 @@ pub struct Connected {
 
 /// Arrivals of one message number at this worker.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
-pub struct SeqStat {
+pub(crate) struct SeqStat {
     /// Connections that got it (first arrivals).
     pub got: u64,
     /// Earliest arrival, µs since the epoch (0: none).
@@ -169,7 +169,7 @@ pub struct SeqStat {
 
 /// What a worker counted.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// Connections opened.
     pub opened: u64,
     /// Connections that got every expected message.

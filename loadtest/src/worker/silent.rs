@@ -15,7 +15,7 @@ use crate::http::{self, HttpConn};
 use crate::target;
 
 /// Runs silent connection `i`.
-pub async fn run(ctx: &Ctx, i: usize) {
+pub(super) async fn run(ctx: &Ctx, i: usize) {
     let opened = {
         let _permit = ctx.gate.acquire().await;
         let started = (Instant::now(), frames::now_us());

@@ -12,7 +12,7 @@ use crate::sse::Parser;
 use crate::target;
 
 /// An open event stream: the connection and its body decoder.
-pub struct SseClient {
+pub(super) struct SseClient {
     conn: HttpConn,
     chunked: Option<Chunked>,
 }

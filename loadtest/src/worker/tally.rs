@@ -9,7 +9,7 @@ const MAX_ERRORS: usize = 5;
 
 /// When a silent connection opened, µs since the epoch.
 #[derive(Debug, Clone, Copy)]
-pub struct Opened {
+pub(crate) struct Opened {
     /// Its handshake request was about to be sent.
     pub request_us: u64,
     /// Its upgrade answer was read.
@@ -18,7 +18,7 @@ pub struct Opened {
 
 /// Counts for one worker's connections.
 #[derive(Debug)]
-pub struct Tally {
+pub(crate) struct Tally {
     expect: u64,
     /// Arrivals per (connection, seq), saturating: `conn * (expect+1) + seq`.
     counts: Vec<u8>,
@@ -42,7 +42,7 @@ pub struct Tally {
 
 impl Tally {
     /// Counts for `conns` connections expecting messages `1..=expect`.
-    pub fn new(conns: usize, expect: u64) -> Self {
+    pub(crate) fn new(conns: usize, expect: u64) -> Self {
         let per = (expect + 1) as usize;
         Self {
             expect,
@@ -64,41 +64,41 @@ impl Tally {
     }
 
     /// Connections that got every expected message.
-    pub fn complete(&self) -> u64 {
+    pub(crate) fn complete(&self) -> u64 {
         self.out.complete
     }
 
     /// Whether connection `conn` has every expected message.
-    pub fn is_complete(&self, conn: usize) -> bool {
+    pub(crate) fn is_complete(&self, conn: usize) -> bool {
         u64::from(self.distinct[conn]) >= self.expect
     }
 
     /// Connections that have message `seq`.
-    pub fn got(&self, seq: u64) -> u64 {
+    pub(crate) fn got(&self, seq: u64) -> u64 {
         self.out.per_seq.get(seq as usize).map_or(0, |s| s.got)
     }
 
     /// A first connection attempt succeeded after `handshake_us`.
-    pub fn opened(&mut self, handshake_us: u64) {
+    pub(crate) fn opened(&mut self, handshake_us: u64) {
         self.opened += 1;
         hist::record(&mut self.handshake, handshake_us);
     }
 
     /// A first connection attempt failed.
-    pub fn failed(&mut self, error: &str) {
+    pub(crate) fn failed(&mut self, error: &str) {
         self.failed += 1;
         self.error(error);
     }
 
     /// Keeps `error` if it is new and there is room.
-    pub fn error(&mut self, error: &str) {
+    pub(crate) fn error(&mut self, error: &str) {
         if self.out.errors.len() < MAX_ERRORS && !self.out.errors.iter().any(|e| e == error) {
             self.out.errors.push(error.to_owned());
         }
     }
 
     /// A reconnect succeeded (`true`) or failed.
-    pub fn reconnected(&mut self, ok: bool) {
+    pub(crate) fn reconnected(&mut self, ok: bool) {
         if ok {
             self.out.reconnects += 1;
         } else {
@@ -107,22 +107,22 @@ impl Tally {
     }
 
     /// A reconnect was refused with `503`.
-    pub fn refused_503(&mut self) {
+    pub(crate) fn refused_503(&mut self) {
         self.out.reconnects_refused_503 += 1;
     }
 
     /// The server dropped a connection without a close frame.
-    pub fn dropped(&mut self) {
+    pub(crate) fn dropped(&mut self) {
         self.out.dropped += 1;
     }
 
     /// A `close` frame (or close code) `reason` arrived.
-    pub fn closed(&mut self, reason: &str) {
+    pub(crate) fn closed(&mut self, reason: &str) {
         *self.out.closes.entry(reason.to_owned()).or_default() += 1;
     }
 
     /// A `recover` frame arrived.
-    pub fn recovered(&mut self, complete: bool) {
+    pub(crate) fn recovered(&mut self, complete: bool) {
         if complete {
             self.out.recover_complete += 1;
         } else {
@@ -132,7 +132,13 @@ impl Tally {
 
     /// Message `seq` (pushed at `ts_us`) reached connection `conn` at
     /// `now_us`.
-    pub fn message(&mut self, conn: usize, seq: Option<u64>, ts_us: Option<u64>, now_us: u64) {
+    pub(crate) fn message(
+        &mut self,
+        conn: usize,
+        seq: Option<u64>,
+        ts_us: Option<u64>,
+        now_us: u64,
+    ) {
         let Some(seq) = seq.filter(|&s| s <= self.expect) else {
             self.out.unexpected += 1;
             return;
@@ -177,7 +183,7 @@ impl Tally {
     /// idle timeout (a close inside the handshake's uncertainty counts as
     /// 0 late); a close is early only if it came before the request plus
     /// the idle timeout, which no correct server can do.
-    pub fn silent_ended(
+    pub(crate) fn silent_ended(
         &mut self,
         opened: Opened,
         idle_ms: u64,
@@ -200,7 +206,7 @@ impl Tally {
     }
 
     /// The outcome as of now.
-    pub fn outcome(&self, silent: bool) -> Outcome {
+    pub(crate) fn outcome(&self, silent: bool) -> Outcome {
         let mut out = self.out.clone();
         out.opened = self.opened;
         out.latency = hist::to_pairs(&self.latency);

@@ -24,7 +24,7 @@ const READ_BUFFER_BYTES: usize = 4096;
 type Ws = WebSocketStream<TcpStream>;
 
 /// A WebSocket client.
-pub struct WsClient(Ws);
+pub(super) struct WsClient(Ws);
 
 impl flow::Client for WsClient {
     async fn open(
