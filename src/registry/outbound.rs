@@ -126,6 +126,22 @@ impl State {
         self.frames = self.frames.saturating_sub(dropped);
     }
 
+    /// Takes the rest of a frame a producer wrote in part, if one is
+    /// queued. It can only be first (a producer writes only to an idle
+    /// socket with nothing queued), and it must go out before anything
+    /// else: dropped, the bytes on the wire would be a frame cut in two
+    /// followed by the next one (found by the soak: an SSE client read a
+    /// message cut short and the `close` event's chunk inside it).
+    fn take_cut_frame(&mut self) -> Option<Bytes> {
+        match self.items.front() {
+            Some(Outgoing::Raw(_)) => match self.items.pop_front() {
+                Some(Outgoing::Raw(rest)) => Some(rest),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// Writes to the socket with `write` if the socket is free: nothing
     /// queued, nothing being written. `None` when it must be queued
     /// instead (no direct socket, busy, or the socket's buffer is full).
@@ -175,7 +191,9 @@ impl Outbound {
             return Pushed::Covered;
         }
         if state.frames >= self.limit {
+            let cut = state.take_cut_frame();
             state.items.clear();
+            state.items.extend(cut.map(Outgoing::Raw));
             state.frames = 0;
             state.closing_since = Some(Instant::now());
             state.items.push_back(Outgoing::Close(CloseReason::Slow));
@@ -363,13 +381,17 @@ impl Outbound {
 
     /// Drops whatever is queued and keeps the socket for the task's own
     /// last words (a close for a protocol error, the reply to a client's
-    /// close): nothing is queued or written directly afterwards.
-    pub fn abandon(&self) {
+    /// close): nothing is queued or written directly afterwards. Returns
+    /// the rest of a frame a producer wrote in part, which the task writes
+    /// before its last words.
+    pub fn abandon(&self) -> Option<Bytes> {
         let mut state = self.state.lock();
+        let cut = state.take_cut_frame();
         state.items.clear();
         state.frames = 0;
         state.closing_since.get_or_insert_with(Instant::now);
         state.writing = true;
+        cut
     }
 
     /// Completes once something was queued since the last `take`.
@@ -537,6 +559,41 @@ mod tests {
         let mut out = VecDeque::new();
         q.take(&mut out);
         assert_eq!(out, [Outgoing::Close(CloseReason::Slow)]);
+    }
+
+    #[test]
+    fn overflow_keeps_the_rest_of_a_frame_written_in_part_before_the_close() {
+        let q = Outbound::new(2);
+        let a = frame("cut in two on the wire");
+        let socket = FakeSocket::with_room(5);
+        q.set_direct(socket.clone());
+        assert_eq!(q.push_frame(&a), Pushed::Queued, "the rest is queued");
+        assert_eq!(q.push_frame(&frame("b")), Pushed::Queued);
+        assert_eq!(q.push_frame(&frame("c")), Pushed::Overflowed);
+        let mut out = VecDeque::new();
+        q.take(&mut out);
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert_eq!(out[1], Outgoing::Close(CloseReason::Slow));
+        let Some(Outgoing::Raw(rest)) = out.front() else {
+            panic!("the rest goes first: {out:?}");
+        };
+        let wire = [&socket.wire.lock()[..], &rest[..]].concat();
+        assert_eq!(wire, &a.ws()[..], "the frame is whole before the close");
+    }
+
+    #[test]
+    fn abandoning_hands_back_the_rest_of_a_frame_written_in_part() {
+        let q = Outbound::new(4);
+        let a = frame("cut in two on the wire");
+        let socket = FakeSocket::with_room(5);
+        q.set_direct(socket.clone());
+        assert_eq!(q.push_frame(&a), Pushed::Queued);
+        assert_eq!(q.push_frame(&frame("b")), Pushed::Queued);
+        let rest = q.abandon().expect("the rest of the cut frame");
+        let wire = [&socket.wire.lock()[..], &rest[..]].concat();
+        assert_eq!(wire, &a.ws()[..]);
+        assert!(q.is_empty());
+        assert_eq!(q.abandon(), None, "nothing cut any more");
     }
 
     #[test]

@@ -386,9 +386,10 @@ fn on_message(gw: &Gateway, conn: &Conn, message: Message) -> Result<(), Stop> {
 /// Ends the connection on the client's account: answers its close, or
 /// fails the connection with a protocol error's close code (RFC 6455
 /// §7.1.7: no need to wait for the client's answer). What was queued is
-/// dropped.
+/// dropped, but for the rest of a frame the fan-out wrote in part, which
+/// goes first so the close is not read inside it.
 async fn last_words(conn: &Conn, socket: &mut Socket, inbound: &mut Inbound, stop: Stop) {
-    conn.outbound.abandon();
+    let cut = conn.outbound.abandon();
     let words = match stop {
         Stop::Gone => return,
         Stop::ClientClosed => {
@@ -397,6 +398,10 @@ async fn last_words(conn: &Conn, socket: &mut Socket, inbound: &mut Inbound, sto
             inbound.take_replies()
         }
         Stop::Violation(code, reason) => inbound.close_frame(code, reason),
+    };
+    let words = match (cut, words) {
+        (Some(cut), Some(words)) => Some(Bytes::from([&cut[..], &words[..]].concat())),
+        (cut, words) => words.or(cut),
     };
     if let Some(words) = words {
         tokio::select! {
