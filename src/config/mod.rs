@@ -146,9 +146,12 @@ impl ServerConfig {
         Duration::from_secs(self.drain_timeout_secs)
     }
 
-    /// `drain_spread_secs` as a duration.
+    /// The spread a drain uses: `drain_spread_secs`, but at most half of
+    /// `drain_timeout_secs`, so the last connections told still have time
+    /// to go (a short drain timeout shortens the spread instead of
+    /// refusing the configuration).
     pub fn drain_spread(&self) -> Duration {
-        Duration::from_secs(self.drain_spread_secs)
+        Duration::from_secs(self.drain_spread_secs).min(self.drain_timeout() / 2)
     }
 
     /// `header_timeout_secs` as a duration.

@@ -255,17 +255,6 @@ fn validate_checks_each_rule() {
             "server.drain_timeout_secs",
         ),
         (
-            |c| c.server.drain_spread_secs = 10,
-            "server.drain_spread_secs",
-        ),
-        (
-            |c| {
-                c.server.drain_timeout_secs = 0;
-                c.server.drain_spread_secs = 1;
-            },
-            "server.drain_spread_secs",
-        ),
-        (
             |c| c.server.header_timeout_secs = 315_360_001,
             "server.header_timeout_secs",
         ),
@@ -761,4 +750,21 @@ fn a_deliberate_public_demo_needs_its_own_keys_and_allow_public() {
     let mut config = valid();
     config.demo.allow_public = true;
     config.validate().expect("production");
+}
+
+#[test]
+fn a_drain_spreads_over_at_most_half_its_timeout() {
+    let mut config = valid();
+    config.server.drain_timeout_secs = 10;
+    config.server.drain_spread_secs = 5;
+    assert_eq!(config.server.drain_spread(), Duration::from_secs(5));
+    config.server.drain_spread_secs = 30;
+    assert_eq!(config.server.drain_spread(), Duration::from_secs(5));
+    config.server.drain_timeout_secs = 1;
+    assert_eq!(config.server.drain_spread(), Duration::from_millis(500));
+    config
+        .validate()
+        .expect("a short drain shortens the spread, never refuses");
+    config.server.drain_timeout_secs = 0;
+    assert_eq!(config.server.drain_spread(), Duration::ZERO);
 }

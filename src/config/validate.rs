@@ -28,16 +28,6 @@ pub(super) fn server(server: &ServerConfig, errors: &mut ConfigErrors) {
         errors,
     );
     positive("server.body_timeout_secs", server.body_timeout_secs, errors);
-    // The spread fits inside the drain, with time left for the last
-    // connections told to go; a drain that does not wait cannot spread.
-    errors.check(
-        server.drain_spread_secs == 0 || server.drain_spread_secs < server.drain_timeout_secs,
-        "server.drain_spread_secs",
-        format_args!(
-            "must be 0 or less than server.drain_timeout_secs ({}), got {}",
-            server.drain_timeout_secs, server.drain_spread_secs
-        ),
-    );
     tls_pair(server, errors);
 }
 
