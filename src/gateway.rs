@@ -16,6 +16,7 @@ use crate::config::{BrokerKind, Config};
 use crate::deadlines::{self, Deadlines};
 use crate::history::Cursor;
 use crate::metrics::Counters;
+use crate::protocol::PublicChannels;
 use crate::registry::users::Limits;
 use crate::registry::{Conn, Registry};
 use crate::wheel::Timer;
@@ -55,6 +56,7 @@ impl Parts {
             max_connections: config.session.max_connections,
             max_connections_per_user: config.session.max_connections_per_user,
             outbound_queue: config.limits.outbound_queue,
+            max_channels_per_connection: config.limits.max_channels_per_connection,
         };
         Self {
             registry: Arc::new(Registry::new(limits, counters.clone())),
@@ -74,6 +76,7 @@ impl Parts {
             *self.timer.clock(),
             config.history.size,
             clamp::millis(config.history.ttl()),
+            config.history.max_streams,
         )
         .map_err(StartError::Thread)?;
         Ok(Arc::new(bus))
@@ -100,6 +103,8 @@ pub struct Gateway {
     pub api_key: ApiKey,
     /// Which browser origins may connect.
     pub origins: OriginPolicy,
+    /// Which channels anyone may join (`[channels] public`).
+    pub(crate) public_channels: PublicChannels,
     /// Hot-path counter handles.
     pub counters: Counters,
     push_limiter: Option<DefaultDirectRateLimiter>,
@@ -153,6 +158,7 @@ impl Gateway {
             tokens: TokenVerifier::new(config.auth.secret.as_bytes()),
             api_key: ApiKey::new(&config.auth.api_key),
             origins: OriginPolicy::new(&config.auth.allowed_origins)?,
+            public_channels: PublicChannels::new(&config.channels.public),
             registry: parts.registry,
             timer: parts.timer,
             bus,

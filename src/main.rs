@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::{CommandFactory, Parser, Subcommand};
 use pushgate::config::{Config, Loaded};
-use pushgate::protocol::UserId;
+use pushgate::protocol::{Channel, UserId};
 use tracing::{info, warn};
 
 /// The configuration file read when `--config` is not given.
@@ -48,6 +48,10 @@ enum Command {
         /// Seconds until the token expires.
         #[arg(long, default_value_t = 3600)]
         ttl: u64,
+        /// A channel for the token's `channels` claim (the user's
+        /// connections join it on connect); repeat for more.
+        #[arg(long = "channel", value_name = "NAME")]
+        channels: Vec<String>,
     },
     /// Validate the configuration and print it, secrets masked.
     CheckConfig,
@@ -69,15 +73,22 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve(cli.config.as_deref()),
-        Command::Token { uid, ttl } => {
+        Command::Token { uid, ttl, channels } => {
             let config = load(cli.config.as_deref())?;
             note_ignored_env(&config);
             let config = config.config;
             let user = UserId::parse(&uid).with_context(|| format!("bad user id {uid:?}"))?;
+            let channels = channels
+                .iter()
+                .map(|name| {
+                    Channel::parse(name).with_context(|| format!("bad channel name {name:?}"))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
             let expires_at = pushgate::gateway::Gateway::unix_now().saturating_add(ttl);
+            let secret = config.auth.secret.as_bytes();
             println!(
                 "{}",
-                pushgate::auth::token::mint(config.auth.secret.as_bytes(), &user, expires_at)
+                pushgate::auth::token::mint_with_channels(secret, &user, expires_at, &channels)
             );
             Ok(())
         }

@@ -17,7 +17,12 @@ pub(crate) mod names {
     pub(crate) const SESSIONS: &str = "pushgate_sessions";
     /// Gauge: live entries in the timing wheel.
     pub(crate) const TIMER_ENTRIES: &str = "pushgate_timer_entries";
-    /// Counter, by `stream` (broadcast, user): messages accepted by `POST /push`.
+    /// Gauge: channels with at least one connection in this process.
+    pub(crate) const CHANNELS: &str = "pushgate_channels";
+    /// Gauge: connection-channel pairs in this process.
+    pub(crate) const SUBSCRIPTIONS: &str = "pushgate_subscriptions";
+    /// Counter, by `stream` (broadcast, user, channel): messages accepted by
+    /// `POST /push` (a push to N channels is N messages).
     pub(crate) const MESSAGES_PUBLISHED_TOTAL: &str = "pushgate_messages_published_total";
     /// Counter, by `transport`: frames carrying a message handed to a connection.
     pub(crate) const MESSAGES_DELIVERED_TOTAL: &str = "pushgate_messages_delivered_total";
@@ -151,6 +156,11 @@ fn describe() {
     describe_gauge!(CONNECTIONS, "Open client connections by transport.");
     describe_gauge!(SESSIONS, "User objects alive in the registry.");
     describe_gauge!(TIMER_ENTRIES, "Live entries in the timing wheel.");
+    describe_gauge!(
+        CHANNELS,
+        "Channels with at least one connection in this process."
+    );
+    describe_gauge!(SUBSCRIPTIONS, "Connection-channel pairs in this process.");
     describe_counter!(
         MESSAGES_PUBLISHED_TOTAL,
         "Messages accepted by POST /push, by stream."
@@ -221,6 +231,8 @@ pub struct Counters {
     pub published_broadcast: Counter,
     /// Published personal messages.
     pub published_user: Counter,
+    /// Published channel messages (one per channel named).
+    pub published_channel: Counter,
     evictions: [Counter; 5],
     refusals: [Counter; 4],
 }
@@ -243,6 +255,7 @@ impl Counters {
             delivered,
             published_broadcast: metrics::counter!(names::MESSAGES_PUBLISHED_TOTAL, "stream" => "broadcast"),
             published_user: metrics::counter!(names::MESSAGES_PUBLISHED_TOTAL, "stream" => "user"),
+            published_channel: metrics::counter!(names::MESSAGES_PUBLISHED_TOTAL, "stream" => "channel"),
             evictions,
             refusals,
         }

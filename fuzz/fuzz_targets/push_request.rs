@@ -9,16 +9,29 @@ use libfuzzer_sys::fuzz_target;
 use pushgate::api::push::parse::{MAX_DATA_DEPTH, MAX_PUSH_ID_CHARS, PushRequest};
 use pushgate::bus::PushTarget;
 
-const CODES: &[&str] = &["bad_json", "missing_field", "bad_user_id", "too_many_users"];
+const CODES: &[&str] = &[
+    "bad_json",
+    "missing_field",
+    "bad_user_id",
+    "too_many_users",
+    "bad_channel",
+    "too_many_channels",
+];
 
 fuzz_target!(|body: &[u8]| {
     for max_users in [0, 2, 1000] {
-        match PushRequest::parse(body, max_users) {
+        let max_channels = max_users / 2;
+        match PushRequest::parse(body, max_users, max_channels) {
             Ok(req) => {
                 if let PushTarget::Users(users) = &req.target {
                     assert!(!users.is_empty() && users.len() <= max_users);
                     let distinct: HashSet<_> = users.iter().collect();
                     assert_eq!(distinct.len(), users.len(), "repeats are dropped");
+                }
+                if let PushTarget::Channels(channels) = &req.target {
+                    assert!(!channels.is_empty() && channels.len() <= max_channels);
+                    let distinct: HashSet<_> = channels.iter().collect();
+                    assert_eq!(distinct.len(), channels.len(), "repeats are dropped");
                 }
                 if let Some(id) = &req.id {
                     let chars = id.chars().count();

@@ -2,7 +2,8 @@
 //! backend. Off by default; with it off these paths do not exist (404).
 //!
 //! - `POST /demo/token` with `{"user":"alice"}` → `200 {"token":"…","user":"alice","expires_at":N}`
-//!   (a client token for any user id, valid for [`DEMO_TOKEN_TTL_SECS`]).
+//!   (a client token for any user id, valid for [`DEMO_TOKEN_TTL_SECS`]);
+//!   an optional `"channels": ["vip"]` becomes the token's `channels` claim.
 //! - `POST /demo/push`: exactly `POST /push`, without the API key.
 //!
 //! Both take only `Content-Type: application/json`, and a request with an
@@ -23,16 +24,16 @@ use hyper::{Request, Response, StatusCode};
 use serde_json::json;
 
 use super::request;
-use crate::auth::token::mint;
+use crate::auth::token::mint_with_channels;
 use crate::gateway::Gateway;
 use crate::http::{ApiError, Body};
 use crate::metrics::names;
-use crate::protocol::UserId;
+use crate::protocol::{Channel, UserId};
 
 /// How long a demo token is valid, in seconds.
 pub(crate) const DEMO_TOKEN_TTL_SECS: u64 = 3600;
 /// The largest `/demo/token` body accepted, in bytes.
-const MAX_TOKEN_REQUEST_BYTES: usize = 1024;
+const MAX_TOKEN_REQUEST_BYTES: usize = 16 * 1024;
 
 /// `POST /demo/token`.
 pub(crate) async fn token<B>(gw: &Gateway, req: Request<B>) -> Response<Body>
@@ -77,14 +78,33 @@ where
     #[derive(serde::Deserialize)]
     struct TokenRequest {
         user: String,
+        #[serde(default)]
+        channels: Vec<String>,
     }
     check_request(gw, &req)?;
     let body = request::read_body(gw, req.into_body(), MAX_TOKEN_REQUEST_BYTES).await?;
     let request: TokenRequest = serde_json::from_slice(&body)
         .map_err(|err| ApiError::BadJson(format!("expected {{\"user\": \"<user id>\"}}: {err}")))?;
     let user = UserId::parse(&request.user).map_err(|err| ApiError::BadUserId(err.to_string()))?;
+    let max = gw.config.limits.max_channels_per_connection;
+    if request.channels.len() > max {
+        return Err(ApiError::TooManyChannels(format!(
+            "channels: {} names (max {max})",
+            request.channels.len()
+        )));
+    }
+    let channels = request
+        .channels
+        .iter()
+        .map(|name| Channel::parse(name))
+        .collect::<Result<Vec<_>, _>>()?;
     let expires_at = Gateway::unix_now() + DEMO_TOKEN_TTL_SECS;
-    let token = mint(gw.config.auth.secret.as_bytes(), &user, expires_at);
+    let token = mint_with_channels(
+        gw.config.auth.secret.as_bytes(),
+        &user,
+        expires_at,
+        &channels,
+    );
     let body = json!({ "token": token, "user": user.as_str(), "expires_at": expires_at });
     Ok(request::json_response(StatusCode::OK, &body))
 }

@@ -9,13 +9,45 @@ pub mod push;
 pub(crate) mod request;
 pub(crate) mod static_files;
 
+use tracing::warn;
+
+use crate::bus::BusError;
 use crate::http::ApiError;
-use crate::protocol::BadUserId;
+use crate::protocol::{BadChannel, BadUserId};
 
 /// For a user id taken from a path or query; the message is the reason.
 impl From<BadUserId> for ApiError {
     fn from(err: BadUserId) -> Self {
         Self::BadUserId(err.to_string())
+    }
+}
+
+/// For a channel name taken from a path, query or body.
+impl From<BadChannel> for ApiError {
+    fn from(err: BadChannel) -> Self {
+        Self::BadChannel(err.to_string())
+    }
+}
+
+/// A push or presence request the bus could not take; logged here once.
+impl From<BusError> for ApiError {
+    fn from(err: BusError) -> Self {
+        match err {
+            BusError::Unavailable(why) => {
+                warn!(error = %why, "broker unavailable");
+                Self::Unavailable {
+                    retry_after_secs: 1,
+                    reason: "broker unavailable".into(),
+                }
+            }
+            BusError::HistoryFull(max) => {
+                warn!(
+                    max,
+                    "push refused: history holds [history] max_streams streams"
+                );
+                Self::HistoryFull { max }
+            }
+        }
     }
 }
 

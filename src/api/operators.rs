@@ -1,17 +1,49 @@
-//! The operators' endpoints: `GET /users/<uid>` (presence), `/healthz`,
-//! `/readyz`, `/metrics`.
+//! The operators' endpoints: `GET /users/<uid>` and `/channels/<name>`
+//! (presence), `/healthz`, `/readyz`, `/metrics`.
 
 use hyper::header::{self, HeaderValue};
 use hyper::{Request, Response, StatusCode};
 use serde_json::json;
-use tracing::warn;
 
 use super::request::{authorize, json_response};
-use crate::bus::BusError;
 use crate::gateway::Gateway;
 use crate::http::{ApiError, Body, full};
 use crate::metrics::{TRANSPORTS, names};
-use crate::protocol::{Transport, UserId};
+use crate::protocol::{Channel, Transport, UserId};
+
+/// The most user ids `GET /channels/<name>/users` lists.
+pub(crate) const MAX_LISTED_USERS: usize = 1000;
+
+/// `GET /channels/<name>` (`{"subscribers":N,"users":M}`) or, with
+/// `list`, `GET /channels/<name>/users` (`{"users":[…],"truncated":b}`,
+/// at most [`MAX_LISTED_USERS`] ids, sorted): over every node.
+pub(crate) async fn channel<B>(
+    gw: &Gateway,
+    req: &Request<B>,
+    name: &str,
+    list: bool,
+) -> Response<Body> {
+    let answer = authorize(gw, req).and_then(|()| {
+        let decoded = percent_encoding::percent_decode_str(name).decode_utf8_lossy();
+        Channel::parse(&decoded).map_err(ApiError::from)
+    });
+    let channel = match answer {
+        Ok(channel) => channel,
+        Err(err) => return err.into_body_response(),
+    };
+    match gw.bus.channel_presence(&channel, MAX_LISTED_USERS).await {
+        Ok(presence) if list => {
+            let users: Vec<&str> = presence.listed.iter().map(UserId::as_str).collect();
+            let body = json!({ "users": users, "truncated": presence.truncated });
+            json_response(StatusCode::OK, &body)
+        }
+        Ok(presence) => {
+            let body = json!({ "subscribers": presence.subscribers, "users": presence.users });
+            json_response(StatusCode::OK, &body)
+        }
+        Err(err) => ApiError::from(err).into_body_response(),
+    }
+}
 
 /// `GET /users/<uid>`: whether the user is connected, and how often,
 /// over every node of the cluster.
@@ -29,14 +61,7 @@ pub(crate) async fn user<B>(gw: &Gateway, req: &Request<B>, uid: &str) -> Respon
             let body = json!({ "online": connections > 0, "connections": connections });
             json_response(StatusCode::OK, &body)
         }
-        Err(BusError::Unavailable(why)) => {
-            warn!(error = %why, "presence unavailable");
-            ApiError::Unavailable {
-                retry_after_secs: 1,
-                reason: "broker unavailable".into(),
-            }
-            .into_body_response()
-        }
+        Err(err) => ApiError::from(err).into_body_response(),
     }
 }
 
@@ -73,6 +98,8 @@ pub(crate) fn metrics(gw: &Gateway) -> Response<Body> {
     }
     metrics::gauge!(names::SESSIONS).set(gw.registry.users() as f64);
     metrics::gauge!(names::TIMER_ENTRIES).set(gw.timer.len() as f64);
+    metrics::gauge!(names::CHANNELS).set(gw.registry.channels() as f64);
+    metrics::gauge!(names::SUBSCRIPTIONS).set(gw.registry.subscriptions() as f64);
     metrics::gauge!(names::MAX_CONNECTIONS).set(gw.config.session.max_connections as f64);
     metrics::gauge!(names::TIMER_TICK_SECONDS).set(gw.config.timer.tick().as_secs_f64());
     metrics::gauge!(names::BROKER_UP).set(if gw.bus.is_ready() { 1.0 } else { 0.0 });

@@ -15,7 +15,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::protocol::{BadUserId, UserId};
+use crate::protocol::{BadUserId, Channel, UserId};
 
 /// The only `alg` header value accepted.
 const ACCEPTED_ALG: &str = "HS256";
@@ -78,6 +78,9 @@ pub enum TokenError {
     /// `sub` is a string but not a valid user id.
     #[error("token sub claim is not a valid user id: {0}")]
     BadSubject(#[source] BadUserId),
+    /// `channels` is not a list of channel names.
+    #[error("channels: must be a list of channel names")]
+    BadChannels,
     /// The JWT library refused the token for a reason not listed above.
     #[error("token rejected: {0}")]
     Rejected(String),
@@ -91,6 +94,9 @@ pub struct VerifiedToken {
     /// The token's `exp`, seconds since the epoch. The connection is closed
     /// with `4004` once the clock reaches it.
     pub expires_at: u64,
+    /// The token's `channels` claim: the backend's segments for this user,
+    /// joined on connect (empty when absent). Repeats kept once.
+    pub channels: Vec<Channel>,
 }
 
 /// Checks client tokens against the configured secret.
@@ -135,7 +141,12 @@ impl TokenVerifier {
         let expires_at = check_expiry(take_claim(&mut claims, "exp"), now_secs)?;
         check_not_before(take_claim(&mut claims, "nbf"), now_secs)?;
         let user = check_subject(take_claim(&mut claims, "sub"))?;
-        Ok(VerifiedToken { user, expires_at })
+        let channels = check_channels(take_claim(&mut claims, "channels"))?;
+        Ok(VerifiedToken {
+            user,
+            expires_at,
+            channels,
+        })
     }
 }
 
@@ -159,9 +170,22 @@ impl fmt::Debug for TokenVerifier {
 /// Only if `jsonwebtoken` has no crypto provider (a build misconfiguration:
 /// the `rust_crypto` feature is off), which it reports by panicking itself.
 pub fn mint(secret: &[u8], user: &UserId, expires_at: u64) -> String {
+    mint_with_channels(secret, user, expires_at, &[])
+}
+
+/// [`mint`] with a `channels` claim (left out when empty): the segments
+/// the user's connections join (`pushgate token <uid> --channel vip`).
+pub fn mint_with_channels(
+    secret: &[u8],
+    user: &UserId,
+    expires_at: u64,
+    channels: &[Channel],
+) -> String {
+    let channels: Vec<&str> = channels.iter().map(Channel::as_str).collect();
     let claims = MintClaims {
         sub: user.as_str(),
         exp: expires_at,
+        channels,
     };
     let key = EncodingKey::from_secret(secret);
     jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &key)
@@ -185,6 +209,8 @@ pub fn bearer(header_value: &str) -> Option<&str> {
 struct MintClaims<'a> {
     sub: &'a str,
     exp: u64,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    channels: Vec<&'a str>,
 }
 
 /// The part of the header checked before the library sees the token.
@@ -286,6 +312,27 @@ fn check_subject(sub: Option<Value>) -> Result<UserId, TokenError> {
         Value::String(raw) => UserId::parse(&raw).map_err(TokenError::BadSubject),
         _ => Err(TokenError::SubjectNotString),
     }
+}
+
+/// The `channels` claim: absent, or a list of channel names.
+fn check_channels(claim: Option<Value>) -> Result<Vec<Channel>, TokenError> {
+    let Some(claim) = claim else {
+        return Ok(Vec::new());
+    };
+    let Value::Array(items) = claim else {
+        return Err(TokenError::BadChannels);
+    };
+    let mut channels: Vec<Channel> = Vec::with_capacity(items.len());
+    for item in items {
+        let channel = item
+            .as_str()
+            .and_then(|name| Channel::parse(name).ok())
+            .ok_or(TokenError::BadChannels)?;
+        if !channels.contains(&channel) {
+            channels.push(channel);
+        }
+    }
+    Ok(channels)
 }
 
 #[cfg(test)]
@@ -459,10 +506,46 @@ mod tests {
                 json!({"sub": "alice", "exp": NOW + 60, "aud": "billing"}),
                 E::UnexpectedAudience,
             ),
+            (
+                json!({"sub": "alice", "exp": NOW + 60, "channels": "vip"}),
+                E::BadChannels,
+            ),
+            (
+                json!({"sub": "alice", "exp": NOW + 60, "channels": ["vip", ""]}),
+                E::BadChannels,
+            ),
+            (
+                json!({"sub": "alice", "exp": NOW + 60, "channels": ["a b"]}),
+                E::BadChannels,
+            ),
+            (
+                json!({"sub": "alice", "exp": NOW + 60, "channels": [7]}),
+                E::BadChannels,
+            ),
         ];
         for (claims, want) in cases {
             assert_eq!(verify(&hs256(claims.clone())), Err(want), "{claims}");
         }
+    }
+
+    #[test]
+    fn the_channels_claim_is_read_and_minted() {
+        let alice = UserId::parse("alice").expect("valid");
+        let vip = Channel::parse("vip").expect("valid");
+        let berlin = Channel::parse("city:berlin").expect("valid");
+        let token = mint_with_channels(SECRET, &alice, NOW + 60, &[vip.clone(), berlin.clone()]);
+        let verified = verify(&token).expect("valid");
+        assert_eq!(verified.channels, [vip.clone(), berlin]);
+        assert!(
+            verify(&mint(SECRET, &alice, NOW + 60))
+                .expect("valid")
+                .channels
+                .is_empty()
+        );
+        let twice = hs256(json!({"sub": "alice", "exp": NOW + 60, "channels": ["vip", "vip"]}));
+        assert_eq!(verify(&twice).expect("valid").channels, [vip]);
+        let null = hs256(json!({"sub": "alice", "exp": NOW + 60, "channels": null}));
+        assert!(verify(&null).expect("valid").channels.is_empty());
     }
 
     #[test]

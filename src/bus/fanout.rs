@@ -68,8 +68,17 @@ impl Fanout {
                     for job in queue {
                         if let Some((frame, target)) = &job.message {
                             match target {
-                                PushTarget::Broadcast => registry.broadcast(frame, lane),
-                                PushTarget::Users(users) => registry.send_to(users, frame, lane),
+                                PushTarget::Broadcast => {
+                                    registry.broadcast(frame, lane);
+                                }
+                                PushTarget::Users(users) => {
+                                    registry.send_to(users, frame, lane);
+                                }
+                                PushTarget::Channels(channels) => {
+                                    for channel in channels {
+                                        registry.send_to_channel(channel, frame, lane);
+                                    }
+                                }
                             };
                         }
                         if job.pending.fetch_sub(1, Ordering::AcqRel) == 1
@@ -126,6 +135,7 @@ mod tests {
             max_connections: 100,
             max_connections_per_user: 100,
             outbound_queue: 100,
+            max_channels_per_connection: 64,
         };
         Arc::new(Registry::new(limits, Counters::register()))
     }
@@ -140,7 +150,7 @@ mod tests {
             seq,
             &format!("m{seq}"),
             &format!("c{seq}"),
-            crate::protocol::frame::StreamKind::Broadcast,
+            crate::protocol::frame::Stream::Broadcast,
             &data,
         )
     }
@@ -161,11 +171,11 @@ mod tests {
     fn each_connection_gets_messages_in_order_whichever_lane_it_is_in() {
         let registry = registry();
         let alice = registry
-            .attach(user("alice"), Transport::Ws, None, 0)
+            .attach(user("alice"), Transport::Ws, None, 0, Vec::new())
             .expect("room")
             .conn;
         let bob = registry
-            .attach(user("bob"), Transport::Ws, None, 0)
+            .attach(user("bob"), Transport::Ws, None, 0, Vec::new())
             .expect("room")
             .conn;
         let fanout = Fanout::with_lanes(Arc::clone(&registry), 2).expect("threads");
@@ -198,7 +208,7 @@ mod tests {
         let conns: Vec<_> = (0..60)
             .map(|i| {
                 registry
-                    .attach(user(&format!("u{i}")), Transport::Ws, None, 0)
+                    .attach(user(&format!("u{i}")), Transport::Ws, None, 0, Vec::new())
                     .expect("room")
                     .conn
             })
@@ -216,7 +226,7 @@ mod tests {
     fn a_connection_skips_what_its_floor_covers() {
         let registry = registry();
         let conn = registry
-            .attach(user("carol"), Transport::Ws, None, 0)
+            .attach(user("carol"), Transport::Ws, None, 0, Vec::new())
             .expect("room")
             .conn;
         conn.outbound.discard_through(3);

@@ -5,15 +5,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures_util::future::BoxFuture;
 use parking_lot::Mutex;
+use serde_json::value::RawValue;
 use tokio::sync::oneshot;
 
 use super::fanout::Fanout;
 use super::resume::Resume;
-use super::{Bus, BusError, Open, Opened, Publish, Published, PushTarget};
-use crate::history::{Cursor, Dedupe, History};
+use super::{Bus, BusError, ChannelMembers, Open, Opened, Publish, Published, PushTarget};
+use crate::history::{Cursor, Dedupe, History, StreamKey};
 use crate::metrics::Counters;
-use crate::protocol::frame::{Frame, StreamKind};
-use crate::protocol::{Transport, UserId};
+use crate::protocol::frame::{Frame, Stream};
+use crate::protocol::{Channel, Transport, UserId};
 use crate::registry::{AtCapacity, Conn, Registry};
 use crate::wheel::Clock;
 
@@ -49,7 +50,8 @@ pub(crate) type Delivery = oneshot::Receiver<()>;
 
 impl MemoryBus {
     /// A bus over `registry` keeping `history_size` messages per stream for
-    /// `ttl_ms` (also the idempotency window). Its epoch is random: memory
+    /// `ttl_ms` (also the idempotency window), in at most `max_streams`
+    /// users' and channels' streams. Its epoch is random: memory
     /// history does not survive a restart, so older cursors must not match.
     /// Fails only if the fan-out thread cannot be started.
     pub fn new(
@@ -58,12 +60,13 @@ impl MemoryBus {
         clock: Clock,
         history_size: usize,
         ttl_ms: u64,
+        max_streams: usize,
     ) -> std::io::Result<Self> {
         Ok(Self {
             epoch: rand::random(),
             state: Mutex::new(State {
                 last_seq: 0,
-                history: History::new(history_size, ttl_ms),
+                history: History::new(history_size, ttl_ms, max_streams),
                 dedupe: Dedupe::new(ttl_ms),
             }),
             fanout: Fanout::start(Arc::clone(&registry))?,
@@ -78,9 +81,10 @@ impl MemoryBus {
         self.clock.millis_at(tokio::time::Instant::now())
     }
 
-    /// Numbers and records `message` and hands it to the fan-out thread;
-    /// the delivery completes later (`None` for a duplicate).
-    fn publish_now(&self, message: Publish) -> (Published, Option<Delivery>) {
+    /// Numbers and records `message` (one message per channel for a push
+    /// to channels) and hands it to the fan-out threads; the delivery
+    /// completes later (`None` for a duplicate).
+    fn publish_now(&self, message: Publish) -> Result<(Published, Option<Delivery>), BusError> {
         let now_ms = self.now_ms();
         let mut state = self.state.lock();
         if message.idempotent
@@ -90,41 +94,63 @@ impl MemoryBus {
                 duplicate: true,
                 ..first
             };
-            return (duplicate, None);
+            return Ok((duplicate, None));
         }
-        state.last_seq += 1;
-        let cursor = Cursor::new(self.epoch, state.last_seq);
-        let stream = match message.target {
-            PushTarget::Broadcast => StreamKind::Broadcast,
-            PushTarget::Users(_) => StreamKind::User,
+        let keys: Vec<StreamKey> = match &message.target {
+            PushTarget::Broadcast => Vec::new(),
+            PushTarget::Users(users) => users.iter().cloned().map(StreamKey::User).collect(),
+            PushTarget::Channels(channels) => {
+                channels.iter().cloned().map(StreamKey::Channel).collect()
+            }
         };
-        let frame = Frame::message(
-            cursor.seq,
-            &message.id,
-            &cursor.to_string(),
-            stream,
-            &message.data,
-        );
-        let users = match &message.target {
+        state
+            .history
+            .check_room(&keys)
+            .map_err(|full| BusError::HistoryFull(full.0))?;
+        // One message per stream frame: a broadcast or a personal message
+        // is one, a push to channels one per channel.
+        let mut deliveries: Vec<(Frame, PushTarget)> = Vec::new();
+        match message.target {
             PushTarget::Broadcast => {
+                let frame = self.number(&mut state, &message.id, &message.data, Stream::Broadcast);
                 state
                     .history
-                    .append_broadcast(cursor.seq, now_ms, frame.clone());
+                    .append_broadcast(frame.seq(), now_ms, frame.clone());
                 self.counters.published_broadcast.increment(1);
-                0
+                deliveries.push((frame, PushTarget::Broadcast));
             }
             PushTarget::Users(users) => {
-                state
-                    .history
-                    .append_personal(cursor.seq, now_ms, users, &frame);
+                let frame = self.number(&mut state, &message.id, &message.data, Stream::User);
+                for key in keys {
+                    state
+                        .history
+                        .append(key, frame.seq(), now_ms, frame.clone());
+                }
                 self.counters.published_user.increment(1);
-                users.len()
+                deliveries.push((frame, PushTarget::Users(users)));
             }
+            PushTarget::Channels(channels) => {
+                for (channel, key) in channels.into_iter().zip(keys) {
+                    let stream = Stream::Channel(channel.as_str());
+                    let frame = self.number(&mut state, &message.id, &message.data, stream);
+                    state
+                        .history
+                        .append(key, frame.seq(), now_ms, frame.clone());
+                    self.counters.published_channel.increment(1);
+                    deliveries.push((frame, PushTarget::Channels(vec![channel])));
+                }
+            }
+        }
+        let (users, channels) = match &deliveries[..] {
+            [(_, PushTarget::Users(users))] => (users.len(), 0),
+            [(_, PushTarget::Channels(_)), ..] => (0, deliveries.len()),
+            _ => (0, 0),
         };
         let published = Published {
             id: message.id,
-            cursor,
+            cursor: Cursor::new(self.epoch, state.last_seq),
             users,
+            channels,
             duplicate: false,
         };
         if message.idempotent {
@@ -132,40 +158,67 @@ impl MemoryBus {
                 .dedupe
                 .insert(published.id.clone(), now_ms, published.clone());
         }
-        // Handed over under the lock, so the fan-out thread gets messages
-        // in sequence order.
+        // Handed over under the lock, so the fan-out threads get messages
+        // in sequence order; the last one's delivery answers the push.
         let (done, delivery) = oneshot::channel();
-        let delivered = Arc::clone(&self.delivered);
-        let seq = cursor.seq;
-        let then = Box::new(move || {
-            delivered.fetch_max(seq, Ordering::AcqRel);
-            let _ = done.send(());
-        });
-        self.fanout.deliver(frame, message.target, Some(then));
-        (published, Some(delivery))
+        let mut done = Some(done);
+        let count = deliveries.len();
+        for (index, (frame, target)) in deliveries.into_iter().enumerate() {
+            let delivered = Arc::clone(&self.delivered);
+            let seq = frame.seq();
+            let done = if index + 1 == count {
+                done.take()
+            } else {
+                None
+            };
+            let then = Box::new(move || {
+                delivered.fetch_max(seq, Ordering::AcqRel);
+                if let Some(done) = done {
+                    let _ = done.send(());
+                }
+            });
+            self.fanout.deliver(frame, target, Some(then));
+        }
+        Ok((published, Some(delivery)))
     }
 
-    /// What `user` is owed after `cursor`.
-    fn resume(&self, state: &State, user: &UserId, cursor: Cursor) -> Resume {
+    /// Takes the next sequence number for one message of `stream`.
+    fn number(&self, state: &mut State, id: &str, data: &RawValue, stream: Stream<'_>) -> Frame {
+        state.last_seq += 1;
+        let cursor = Cursor::new(self.epoch, state.last_seq);
+        Frame::message(cursor.seq, id, &cursor.to_string(), stream, data)
+    }
+
+    /// What `user`, in `channels`, is owed after `cursor`.
+    fn resume(&self, state: &State, user: &UserId, channels: &[Channel], cursor: Cursor) -> Resume {
         let position = Cursor::new(self.epoch, state.last_seq);
         if cursor.epoch != self.epoch {
             return Resume::new(false, position, Vec::new());
         }
-        let recovery = state.history.read(user, cursor.seq);
+        let mut keys = Vec::with_capacity(channels.len() + 1);
+        keys.push(StreamKey::User(user.clone()));
+        keys.extend(channels.iter().cloned().map(StreamKey::Channel));
+        let recovery = state.history.read(&keys, cursor.seq);
         let missed = recovery.items.into_iter().map(|(_, frame)| frame).collect();
         Resume::new(recovery.complete, position, missed)
     }
 
     fn open_now(&self, open: Open) -> Result<Opened, AtCapacity> {
         let state = self.state.lock();
-        let resume = open.cursor.map(|c| self.resume(&state, &open.user, c));
+        let resume = open
+            .cursor
+            .map(|c| self.resume(&state, &open.user, &open.channels, c));
         if open.transport == Transport::Poll && resume.as_ref().is_some_and(Resume::is_news) {
             let frames = resume.map(Resume::into_frames).unwrap_or_default();
             return Ok(Opened::Ready(frames));
         }
-        let attached =
-            self.registry
-                .attach(open.user, open.transport, open.expires_at, open.now_ms)?;
+        let attached = self.registry.attach(
+            open.user,
+            open.transport,
+            open.expires_at,
+            open.now_ms,
+            open.channels,
+        )?;
         // Everything numbered so far is in the resume (or, without a
         // cursor, before this connection's time): the fan-out thread may
         // still be delivering some of it, and this connection's floor
@@ -178,8 +231,9 @@ impl MemoryBus {
 
 impl Bus for MemoryBus {
     fn publish(&self, message: Publish) -> BoxFuture<'_, Result<Published, BusError>> {
-        let (published, delivery) = self.publish_now(message);
+        let published = self.publish_now(message);
         Box::pin(async move {
+            let (published, delivery) = published?;
             // Answer the push once its message is out, as a push that
             // delivered inline would: concurrent pushers wait their turn.
             if let Some(delivery) = delivery {
@@ -220,6 +274,16 @@ impl Bus for MemoryBus {
         Cursor::new(self.epoch, self.delivered.load(Ordering::Acquire))
     }
 
+    fn channel_presence<'a>(
+        &'a self,
+        channel: &'a Channel,
+        max_listed: usize,
+    ) -> BoxFuture<'a, Result<ChannelMembers, BusError>> {
+        let here = self.registry.channel_presence(channel);
+        let members = ChannelMembers::new(here.subscribers, here.users, max_listed);
+        Box::pin(async move { Ok(members) })
+    }
+
     fn presence(&self, user: &UserId) -> BoxFuture<'_, Result<usize, BusError>> {
         let count = self
             .registry
@@ -234,8 +298,6 @@ mod tests {
     use std::collections::VecDeque;
     use std::sync::Barrier;
 
-    use serde_json::value::RawValue;
-
     use super::*;
     use crate::registry::Outgoing;
     use crate::registry::users::Limits;
@@ -245,6 +307,7 @@ mod tests {
             max_connections: 100_000,
             max_connections_per_user: 100_000,
             outbound_queue: 100_000,
+            max_channels_per_connection: 64,
         };
         let counters = Counters::register();
         let registry = Arc::new(Registry::new(limits, counters.clone()));
@@ -252,17 +315,20 @@ mod tests {
             tokio::time::Instant::now(),
             std::time::Duration::from_millis(100),
         );
-        MemoryBus::new(registry, counters, clock, history_size, 60_000).expect("fan-out thread")
+        MemoryBus::new(registry, counters, clock, history_size, 60_000, 1_000)
+            .expect("fan-out thread")
     }
 
     /// Publishes broadcast `n` and waits until it is delivered.
     fn broadcast(bus: &MemoryBus, n: u64) -> Published {
-        let (published, delivery) = bus.publish_now(Publish {
-            id: format!("m{n}"),
-            idempotent: false,
-            target: PushTarget::Broadcast,
-            data: RawValue::from_string(n.to_string()).expect("json"),
-        });
+        let (published, delivery) = bus
+            .publish_now(Publish {
+                id: format!("m{n}"),
+                idempotent: false,
+                target: PushTarget::Broadcast,
+                data: RawValue::from_string(n.to_string()).expect("json"),
+            })
+            .expect("room in history");
         delivery
             .expect("not a duplicate")
             .blocking_recv()
@@ -276,6 +342,7 @@ mod tests {
             transport: Transport::Ws,
             expires_at: None,
             cursor,
+            channels: Vec::new(),
             now_ms: 0,
         };
         match bus.open_now(open).expect("room") {

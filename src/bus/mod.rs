@@ -14,7 +14,7 @@ use serde_json::value::RawValue;
 
 use crate::history::Cursor;
 use crate::protocol::frame::Frame;
-use crate::protocol::{Transport, UserId};
+use crate::protocol::{Channel, Transport, UserId};
 use crate::registry::{AtCapacity, Attached, Conn};
 
 pub use memory::MemoryBus;
@@ -28,6 +28,9 @@ pub enum PushTarget {
     /// `"to": [...]`: these users' personal streams; at least one, no
     /// repeats, in the order first given.
     Users(Vec<UserId>),
+    /// `"to": {"channels": [...]}`: one message to each of these channels;
+    /// at least one, no repeats, in the order first given.
+    Channels(Vec<Channel>),
 }
 
 /// A push accepted by the API, to be numbered and delivered.
@@ -50,11 +53,40 @@ pub struct Published {
     pub id: String,
     /// The message's position: the cursor every recipient's frame carries.
     pub cursor: Cursor,
-    /// Distinct users addressed (0 for a broadcast).
+    /// Distinct users addressed (0 for a broadcast or channels).
     pub users: usize,
+    /// Channels published to, one message each (0 unless channels).
+    pub channels: usize,
     /// True when the id was seen within the idempotency window: nothing
     /// was delivered again, and the rest is what the first push returned.
     pub duplicate: bool,
+}
+
+/// Who is in a channel, over every node.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChannelMembers {
+    /// Connections in it.
+    pub subscribers: usize,
+    /// Distinct users among them.
+    pub users: usize,
+    /// Some of those users, sorted (at most the number asked for).
+    pub listed: Vec<UserId>,
+    /// Whether users were left out of `listed`.
+    pub truncated: bool,
+}
+
+impl ChannelMembers {
+    /// From connection count and a sorted, de-duplicated user list.
+    pub(crate) fn new(subscribers: usize, mut users: Vec<UserId>, max_listed: usize) -> Self {
+        let count = users.len();
+        users.truncate(max_listed);
+        Self {
+            subscribers,
+            users: count,
+            truncated: count > users.len(),
+            listed: users,
+        }
+    }
 }
 
 /// The broker could not take the message; nothing was accepted.
@@ -63,6 +95,10 @@ pub enum BusError {
     /// The broker is unreachable.
     #[error("broker unavailable: {0}")]
     Unavailable(String),
+    /// History holds `[history] max_streams` streams; the push would start
+    /// another.
+    #[error("history holds the most streams it may ({0}); retry once some age out")]
+    HistoryFull(usize),
 }
 
 /// A client joining live delivery, maybe resuming from a cursor.
@@ -76,6 +112,9 @@ pub struct Open {
     pub expires_at: Option<u64>,
     /// Where it resumes from.
     pub cursor: Option<Cursor>,
+    /// The channels it is in (its token's claim and what it asked for),
+    /// already checked.
+    pub channels: Vec<Channel>,
     /// Now, in ms on the timer's clock.
     pub now_ms: u64,
 }
@@ -122,4 +161,12 @@ pub trait Bus: Send + Sync + std::fmt::Debug + 'static {
 
     /// How many connections `user` has, over every node (`GET /users/<uid>`).
     fn presence(&self, user: &UserId) -> BoxFuture<'_, Result<usize, BusError>>;
+
+    /// Who is in `channel`, over every node (`GET /channels/<name>`),
+    /// listing at most `max_listed` users.
+    fn channel_presence<'a>(
+        &'a self,
+        channel: &'a Channel,
+        max_listed: usize,
+    ) -> BoxFuture<'a, Result<ChannelMembers, BusError>>;
 }

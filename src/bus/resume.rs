@@ -89,7 +89,7 @@ mod tests {
             4,
             "m4",
             "0000000000000007-4",
-            crate::protocol::frame::StreamKind::Broadcast,
+            crate::protocol::frame::Stream::Broadcast,
             &data,
         );
         let resume = Resume::new(true, Cursor::new(7, 4), vec![missed]);

@@ -82,6 +82,20 @@ pub struct Config {
     pub log: LogConfig,
     /// `[demo]`: development helpers.
     pub demo: DemoConfig,
+    /// `[channels]`: which channels pages may join by asking.
+    pub channels: ChannelsConfig,
+}
+
+/// `[channels]`: who may join which channel (PROTOCOL.md, "v1.1:
+/// channels"). A connection is in every channel of its token's `channels`
+/// claim; it may also ask for channels the claim names or that match
+/// `public`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ChannelsConfig {
+    /// Channels anyone may join, anonymous clients included: exact names
+    /// and prefixes ending in `*` (`["news", "product.*"]`). Default `[]`.
+    pub public: Vec<String>,
 }
 
 /// `[server]`: where the gateway listens and how it shuts down.
@@ -268,6 +282,10 @@ pub struct HistoryConfig {
     /// Seconds a message stays in history, and how long a push `id` is
     /// remembered for de-duplication. Default 300; must be > 0.
     pub ttl_secs: u64,
+    /// Most streams (users' and channels') holding history at once on the
+    /// memory broker; a push that would start one more is refused with
+    /// `503 history_full` until some age out. Default 1000000; >= 1.
+    pub max_streams: usize,
 }
 
 impl Default for HistoryConfig {
@@ -275,6 +293,7 @@ impl Default for HistoryConfig {
         Self {
             size: 100,
             ttl_secs: 300,
+            max_streams: 1_000_000,
         }
     }
 }
@@ -343,6 +362,13 @@ pub struct LimitsConfig {
     /// Frames queued per connection before it counts as a slow consumer and
     /// is closed. Default 256; must be >= 1.
     pub outbound_queue: usize,
+    /// Most channels one connection may be in, its token's claim and what
+    /// it asked for together; more gets `400 too_many_channels`. Default
+    /// 64; 1..=10000.
+    pub max_channels_per_connection: usize,
+    /// Most channels one push may name; more gets `400
+    /// too_many_channels`. Default 100; 1..=10000.
+    pub max_push_channels: usize,
     /// Accepted `POST /push` requests per second for the whole process;
     /// more get `429`. Default 1000; 0 means unlimited.
     pub push_rate_per_sec: u32,
@@ -381,6 +407,8 @@ impl Default for LimitsConfig {
             max_push_users: 1000,
             max_client_frame_bytes: 4096,
             outbound_queue: 256,
+            max_channels_per_connection: 64,
+            max_push_channels: 100,
             push_rate_per_sec: 1000,
             max_connections_per_ip: 0,
             connection_rate_per_ip: 0,
@@ -706,6 +734,7 @@ impl Config {
         validate::history(&self.history, &mut errors);
         validate::auth(&self.auth, &mut errors);
         validate::limits(&self.limits, &mut errors);
+        validate::channels(&self.channels, &mut errors);
         validate::broker(&self.broker, &mut errors);
         validate::metrics(&self.metrics, &self.server, &mut errors);
         validate::log(&self.log, &mut errors);

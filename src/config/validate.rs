@@ -1,9 +1,9 @@
 //! The rules, one function per section.
 
 use super::{
-    AuthConfig, BrokerConfig, BrokerKind, Config, ConfigErrors, HistoryConfig, LimitsConfig,
-    LogConfig, MAX_PUSH_BYTES_LIMIT, MIN_SECRET_BYTES, MetricsConfig, SHIPPED_DEV_API_KEY,
-    SHIPPED_DEV_SECRET, ServerConfig, SessionConfig, TimerConfig,
+    AuthConfig, BrokerConfig, BrokerKind, ChannelsConfig, Config, ConfigErrors, HistoryConfig,
+    LimitsConfig, LogConfig, MAX_PUSH_BYTES_LIMIT, MIN_SECRET_BYTES, MetricsConfig,
+    SHIPPED_DEV_API_KEY, SHIPPED_DEV_SECRET, ServerConfig, SessionConfig, TimerConfig,
 };
 use std::net::{Ipv6Addr, SocketAddr};
 
@@ -117,6 +117,7 @@ pub(super) fn timer(timer: &TimerConfig, errors: &mut ConfigErrors) {
 pub(super) fn history(history: &HistoryConfig, errors: &mut ConfigErrors) {
     in_range("history.size", history.size as u64, 0, 100_000, errors);
     positive("history.ttl_secs", history.ttl_secs, errors);
+    positive("history.max_streams", history.max_streams as u64, errors);
     duration_secs("history.ttl_secs", history.ttl_secs, errors);
 }
 
@@ -138,7 +139,41 @@ pub(super) fn auth(auth: &AuthConfig, errors: &mut ConfigErrors) {
     }
 }
 
+pub(super) fn channels(channels: &ChannelsConfig, errors: &mut ConfigErrors) {
+    for (index, pattern) in channels.public.iter().enumerate() {
+        let name = pattern.strip_suffix('*').unwrap_or(pattern);
+        // `"*"` alone (every channel) is a pattern with an empty prefix.
+        let is_name = (1..=128).contains(&name.len())
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_.:@-".contains(&b));
+        let ok = is_name || pattern == "*";
+        errors.check(
+            ok,
+            &format!("channels.public[{index}]"),
+            format_args!(
+                "must be a channel name (A-Z a-z 0-9 _ . : @ -, 1 to 128 bytes), \
+                 optionally ending in *, got {pattern:?}"
+            ),
+        );
+    }
+}
+
 pub(super) fn limits(limits: &LimitsConfig, errors: &mut ConfigErrors) {
+    in_range(
+        "limits.max_channels_per_connection",
+        limits.max_channels_per_connection as u64,
+        1,
+        10_000,
+        errors,
+    );
+    in_range(
+        "limits.max_push_channels",
+        limits.max_push_channels as u64,
+        1,
+        10_000,
+        errors,
+    );
     let max_push = MAX_PUSH_BYTES_LIMIT as u64;
     in_range(
         "limits.max_push_bytes",

@@ -8,4 +8,4 @@ pub(crate) mod store;
 pub use cursor::{BadCursor, Cursor};
 pub use dedupe::Dedupe;
 pub use ring::Ring;
-pub use store::{History, Recovery};
+pub use store::{History, Recovery, StreamKey, TooManyStreams};

@@ -59,6 +59,18 @@ pub enum ApiError {
     /// A cursor pushgate could not have issued (400 `bad_cursor`).
     #[error("{0}")]
     BadCursor(String),
+    /// A channel name is malformed, or a list has an empty item
+    /// (400 `bad_channel`).
+    #[error("{0}")]
+    BadChannel(String),
+    /// More channels than a connection or a push may name
+    /// (400 `too_many_channels`).
+    #[error("{0}")]
+    TooManyChannels(String),
+    /// A channel the client may not join: not in its token's claim and not
+    /// public (403 `forbidden_channel`).
+    #[error("{0}")]
+    ForbiddenChannel(String),
     /// Missing, malformed, badly signed or expired token, or a wrong API
     /// key (401 `unauthorized`). Which of these is not said, on purpose.
     #[error("missing or invalid credentials")]
@@ -133,11 +145,22 @@ pub enum ApiError {
         /// clients do not come back together.
         retry_after_secs: u64,
     },
+    /// History holds `[history] max_streams` streams and the push would
+    /// start another (503 `history_full`). Nothing was accepted.
+    #[error("history holds the most streams it may ({max}); retry once some age out")]
+    HistoryFull {
+        /// `[history] max_streams`.
+        max: usize,
+    },
     /// A bug or an unexpected failure (500 `internal`). The detail is for
     /// the log (the caller logs it once); clients only see a generic text.
     #[error("internal error")]
     Internal,
 }
+
+/// `Retry-After` on `503 history_full`: streams age out within the
+/// history's ttl, some sooner.
+const HISTORY_FULL_RETRY_AFTER_SECS: u64 = 5;
 
 impl ApiError {
     /// The HTTP status.
@@ -148,9 +171,11 @@ impl ApiError {
             | Self::MissingField(_)
             | Self::BadUserId(_)
             | Self::TooManyUsers(_)
-            | Self::BadCursor(_) => StatusCode::BAD_REQUEST,
+            | Self::BadCursor(_)
+            | Self::BadChannel(_)
+            | Self::TooManyChannels(_) => StatusCode::BAD_REQUEST,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
-            Self::Forbidden => StatusCode::FORBIDDEN,
+            Self::Forbidden | Self::ForbiddenChannel(_) => StatusCode::FORBIDDEN,
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::RequestTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
@@ -160,7 +185,8 @@ impl ApiError {
             Self::Unavailable { .. }
             | Self::ConnectionLimit { .. }
             | Self::IpLimit { .. }
-            | Self::Overloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            | Self::Overloaded { .. }
+            | Self::HistoryFull { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -174,6 +200,9 @@ impl ApiError {
             Self::BadUserId(_) => "bad_user_id",
             Self::TooManyUsers(_) => "too_many_users",
             Self::BadCursor(_) => "bad_cursor",
+            Self::BadChannel(_) => "bad_channel",
+            Self::TooManyChannels(_) => "too_many_channels",
+            Self::ForbiddenChannel(_) => "forbidden_channel",
             Self::Unauthorized => "unauthorized",
             Self::Forbidden => "forbidden",
             Self::NotFound => "not_found",
@@ -186,6 +215,7 @@ impl ApiError {
             Self::ConnectionLimit { .. } => "connection_limit",
             Self::IpLimit { .. } => "ip_limit",
             Self::Overloaded { .. } => "overloaded",
+            Self::HistoryFull { .. } => "history_full",
             Self::Internal => "internal",
         }
     }
@@ -207,6 +237,7 @@ impl ApiError {
             | Self::IpLimit {
                 retry_after_secs, ..
             } => Some(*retry_after_secs),
+            Self::HistoryFull { .. } => Some(HISTORY_FULL_RETRY_AFTER_SECS),
             _ => None,
         }
     }

@@ -30,21 +30,47 @@ use crate::http::wire;
 /// so the common frame is written without growing its buffer.
 const FRAME_OVERHEAD_BYTES: usize = 96;
 
-/// The stream a message belongs to: everyone's, or one user's.
+/// The kind of stream a message belongs to: everyone's, one user's, or a
+/// channel's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum StreamKind {
     /// The broadcast stream every connection receives (`"broadcast"`).
     Broadcast,
     /// The personal stream of the connection's user (`"user"`).
     User,
+    /// A channel's stream (`"channel"`, with the frame's `"channel"` key).
+    Channel,
 }
 
 impl StreamKind {
-    /// The wire name: `"broadcast"` or `"user"`.
+    /// The wire name: `"broadcast"`, `"user"` or `"channel"`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::Broadcast => "broadcast",
             Self::User => "user",
+            Self::Channel => "channel",
+        }
+    }
+}
+
+/// The stream of one message, with the channel's name for a channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream<'a> {
+    /// The broadcast stream.
+    Broadcast,
+    /// The recipients' personal streams.
+    User,
+    /// One channel.
+    Channel(&'a str),
+}
+
+impl Stream<'_> {
+    /// The kind, without the name.
+    pub const fn kind(self) -> StreamKind {
+        match self {
+            Self::Broadcast => StreamKind::Broadcast,
+            Self::User => StreamKind::User,
+            Self::Channel(_) => StreamKind::Channel,
         }
     }
 }
@@ -150,6 +176,12 @@ pub enum FrameKind {
     Error,
     /// Answer to a client's `{"type":"ping"}` (an extension).
     Pong,
+    /// Answer to a `subscribe` client frame: the channel's live messages
+    /// follow.
+    Subscribed,
+    /// Answer to an `unsubscribe` client frame: none of the channel's
+    /// messages follow.
+    Unsubscribed,
 }
 
 impl FrameKind {
@@ -162,32 +194,44 @@ impl FrameKind {
             Self::Close => "close",
             Self::Error => "error",
             Self::Pong => "pong",
+            Self::Subscribed => "subscribed",
+            Self::Unsubscribed => "unsubscribed",
         }
     }
 }
 
-/// `{"type":"message","id":…,"cursor":…,"stream":…,"data":<data verbatim>}`
-pub(crate) fn message(id: &str, cursor: &str, stream: StreamKind, data: &RawValue) -> Bytes {
+/// `{"type":"message","id":…,"cursor":…,"stream":…,"data":<data verbatim>}`,
+/// with `"channel":<name>` after `stream` for a channel's message.
+pub(crate) fn message(id: &str, cursor: &str, stream: Stream<'_>, data: &RawValue) -> Bytes {
     let data = data.get();
     let mut w = JsonWriter::with_capacity(id.len() + cursor.len() + data.len());
     w.raw(r#"{"type":"message","id":"#).string(id);
     w.raw(r#","cursor":"#).string(cursor);
-    w.raw(r#","stream":""#).raw(stream.as_str());
-    w.raw(r#"","data":"#).raw(data).raw("}");
+    put_stream_and_data(&mut w, stream, data);
     w.finish()
+}
+
+/// `,"stream":"…"[,"channel":"…"],"data":<data>}`: a message frame's end.
+fn put_stream_and_data(w: &mut JsonWriter, stream: Stream<'_>, data: &str) {
+    w.raw(r#","stream":""#).raw(stream.kind().as_str());
+    w.raw("\"");
+    if let Stream::Channel(name) = stream {
+        w.raw(r#","channel":"#).string(name);
+    }
+    w.raw(r#","data":"#).raw(data).raw("}");
 }
 
 /// A `message` frame split around its cursor, for a broker that numbers
 /// the message: `head + cursor + tail` is exactly [`message`]'s output.
 /// Cursors are `[0-9a-f-]`, which need no JSON escaping.
-pub(crate) fn message_parts(id: &str, stream: StreamKind, data: &RawValue) -> (Bytes, Bytes) {
+pub(crate) fn message_parts(id: &str, stream: Stream<'_>, data: &RawValue) -> (Bytes, Bytes) {
     let data = data.get();
     let mut head = JsonWriter::with_capacity(id.len());
     head.raw(r#"{"type":"message","id":"#).string(id);
     head.raw(r#","cursor":""#);
     let mut tail = JsonWriter::with_capacity(data.len());
-    tail.raw(r#"","stream":""#).raw(stream.as_str());
-    tail.raw(r#"","data":"#).raw(data).raw("}");
+    tail.raw("\"");
+    put_stream_and_data(&mut tail, stream, data);
     (head.finish(), tail.finish())
 }
 
@@ -226,6 +270,25 @@ pub(crate) fn close(reason: CloseReason) -> Bytes {
 pub(crate) fn error(code: &str, message: &str) -> Bytes {
     let mut w = JsonWriter::with_capacity(code.len() + message.len());
     w.raw(r#"{"type":"error","code":"#).string(code);
+    w.raw(r#","message":"#).string(message).raw("}");
+    w.finish()
+}
+
+/// `{"type":"subscribed","channel":…}` or `{"type":"unsubscribed",…}`:
+/// the answer to a `subscribe` or `unsubscribe` client frame.
+pub(crate) fn membership(kind: FrameKind, channel: &str) -> Bytes {
+    let mut w = JsonWriter::with_capacity(channel.len());
+    w.raw(r#"{"type":""#).raw(kind.as_str());
+    w.raw(r#"","channel":"#).string(channel).raw("}");
+    w.finish()
+}
+
+/// `{"type":"error","code":…,"channel":…,"message":…}`: a `subscribe`
+/// the gateway refused; nothing changed.
+pub(crate) fn channel_error(code: &str, channel: &str, message: &str) -> Bytes {
+    let mut w = JsonWriter::with_capacity(code.len() + channel.len() + message.len());
+    w.raw(r#"{"type":"error","code":"#).string(code);
+    w.raw(r#","channel":"#).string(channel);
     w.raw(r#","message":"#).string(message).raw("}");
     w.finish()
 }
@@ -334,7 +397,7 @@ impl Frame {
     }
 
     /// The `message` frame of message number `seq`; see [`message`].
-    pub fn message(seq: u64, id: &str, cursor: &str, stream: StreamKind, data: &RawValue) -> Self {
+    pub fn message(seq: u64, id: &str, cursor: &str, stream: Stream<'_>, data: &RawValue) -> Self {
         let json = message(id, cursor, stream, data);
         let mut frame = Self::new(FrameKind::Message, json, Some(cursor));
         if let Some(inner) = Arc::get_mut(&mut frame.0) {
@@ -379,6 +442,27 @@ impl Frame {
     /// An `error` frame; see [`error`].
     pub fn error(code: &str, message: &str) -> Self {
         Self::new(FrameKind::Error, error(code, message), None)
+    }
+
+    /// A `subscribed` frame for `channel`; see [`membership`].
+    pub fn subscribed(channel: &str) -> Self {
+        let kind = FrameKind::Subscribed;
+        Self::new(kind, membership(kind, channel), None)
+    }
+
+    /// An `unsubscribed` frame for `channel`; see [`membership`].
+    pub fn unsubscribed(channel: &str) -> Self {
+        let kind = FrameKind::Unsubscribed;
+        Self::new(kind, membership(kind, channel), None)
+    }
+
+    /// An `error` frame about `channel`; see [`channel_error`].
+    pub fn channel_error(code: &str, channel: &str, message: &str) -> Self {
+        Self::new(
+            FrameKind::Error,
+            channel_error(code, channel, message),
+            None,
+        )
     }
 
     /// A `pong` frame; see [`pong`].
@@ -541,15 +625,15 @@ mod tests {
         let data = raw(r#"{"n":1,"s":"x"}"#);
         let cases: Vec<(Bytes, Value)> = vec![
             (
-                message("m1", "c1", StreamKind::Broadcast, &data),
+                message("m1", "c1", Stream::Broadcast, &data),
                 json!({"type":"message","id":"m1","cursor":"c1","stream":"broadcast","data":{"n":1,"s":"x"}}),
             ),
             (
-                message("m2", "c2", StreamKind::User, &raw("null")),
+                message("m2", "c2", Stream::User, &raw("null")),
                 json!({"type":"message","id":"m2","cursor":"c2","stream":"user","data":null}),
             ),
             (
-                message("m3", "", StreamKind::User, &raw("[1,\"two\",3.5]")),
+                message("m3", "", Stream::User, &raw("[1,\"two\",3.5]")),
                 json!({"type":"message","id":"m3","cursor":"","stream":"user","data":[1,"two",3.5]}),
             ),
             (
@@ -606,7 +690,7 @@ mod tests {
     #[test]
     fn message_bytes_are_exact_and_keep_data_verbatim() {
         let data = raw("{ \"a\" : [1, 2],\n  \"b\": 1.50 }");
-        let got = message("id", "cur", StreamKind::Broadcast, &data);
+        let got = message("id", "cur", Stream::Broadcast, &data);
         let want = "{\"type\":\"message\",\"id\":\"id\",\"cursor\":\"cur\",\
                     \"stream\":\"broadcast\",\"data\":{ \"a\" : [1, 2],\n  \"b\": 1.50 }}";
         assert_eq!(got, want.as_bytes());
@@ -626,7 +710,7 @@ mod tests {
         ];
         for s in tricky {
             let frames = [
-                message(s, s, StreamKind::User, &raw("1")),
+                message(s, s, Stream::User, &raw("1")),
                 recover(true, s),
                 reconnect(ReconnectReason::Draining, 1, s),
                 error(s, s),
@@ -644,7 +728,7 @@ mod tests {
                 );
             }
         }
-        let exact = message("a\"b", "c\\d", StreamKind::User, &raw("0"));
+        let exact = message("a\"b", "c\\d", Stream::User, &raw("0"));
         let want = r#"{"type":"message","id":"a\"b","cursor":"c\\d","stream":"user","data":0}"#;
         assert_eq!(exact, want.as_bytes());
     }
@@ -679,7 +763,7 @@ mod tests {
     #[test]
     fn sse_event_splits_multiline_data_into_fields_that_rejoin_to_the_same_json() {
         let data = raw("{\n  \"a\": [1,\r\n 2],\r  \"b\": \"x\\ny\"\n}");
-        let frame = message("m", "c", StreamKind::User, &data);
+        let frame = message("m", "c", Stream::User, &data);
         let sse = sse_event("message", &frame, Some("c"));
         let events = parse_sse(&sse);
         assert_eq!(events.len(), 1, "{sse:?}");
@@ -735,12 +819,12 @@ mod tests {
 
     #[test]
     fn frame_keeps_kind_and_cursor_and_builds_each_encoding_once() {
-        let frame = Frame::message(7, "m", "c7", StreamKind::Broadcast, &raw("{}"));
+        let frame = Frame::message(7, "m", "c7", Stream::Broadcast, &raw("{}"));
         assert_eq!(frame.kind(), FrameKind::Message);
         assert_eq!(frame.cursor(), Some("c7"));
         assert_eq!(
             frame.json(),
-            &message("m", "c7", StreamKind::Broadcast, &raw("{}"))
+            &message("m", "c7", Stream::Broadcast, &raw("{}"))
         );
         let clone = frame.clone();
         let (a, b) = (frame.sse(), clone.sse());
@@ -787,7 +871,11 @@ mod parts_tests {
     #[test]
     fn message_parts_around_a_cursor_are_exactly_the_message() {
         let data = RawValue::from_string(r#"{"a": ["x\"y", 1]}"#.into()).expect("json");
-        for stream in [StreamKind::Broadcast, StreamKind::User] {
+        for stream in [
+            Stream::Broadcast,
+            Stream::User,
+            Stream::Channel("city:\"x\""),
+        ] {
             let (head, tail) = message_parts("id-\"1\"", stream, &data);
             let cursor = "00000000000000ff-42";
             let joined = [&head[..], cursor.as_bytes(), &tail[..]].concat();

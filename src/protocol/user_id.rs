@@ -48,7 +48,7 @@ impl UserId {
     }
 }
 
-fn is_user_id_byte(b: u8) -> bool {
+pub(crate) fn is_user_id_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'@' | b'-')
 }
 

@@ -3,10 +3,11 @@
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
+use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use super::outbound::Outbound;
-use crate::protocol::{Transport, UserId};
+use crate::protocol::{Channel, Transport, UserId};
 use crate::wheel::TimerKey;
 
 /// A process-unique connection number; also the payload of its timer entry.
@@ -28,6 +29,11 @@ pub struct Conn {
     pub outbound: Outbound,
     /// When the client's token expires (seconds since the epoch), if it has one.
     pub token_expires_at: Option<u64>,
+    /// The channels it is in. The fan-out checks this list under its lock
+    /// while queueing a channel's message (see `registry::channels`).
+    pub(crate) channels: Mutex<Vec<Channel>>,
+    /// Its token's `channels` claim, for a WebSocket's `subscribe` frames.
+    claim: OnceLock<Box<[Channel]>>,
     last_seen_ms: AtomicU64,
     deadline_ms: AtomicU64,
     timer: OnceLock<TimerKey>,
@@ -52,6 +58,8 @@ impl Conn {
             transport,
             outbound: Outbound::new(outbound_limit),
             token_expires_at,
+            channels: Mutex::new(Vec::new()),
+            claim: OnceLock::new(),
             last_seen_ms: AtomicU64::new(now_ms),
             deadline_ms: AtomicU64::new(u64::MAX),
             timer: OnceLock::new(),
@@ -59,6 +67,25 @@ impl Conn {
             killed: AtomicBool::new(false),
             kill: Notify::new(),
         }
+    }
+
+    /// The channels it is in, in the order joined.
+    pub fn channels(&self) -> Vec<Channel> {
+        self.channels.lock().clone()
+    }
+
+    /// Records its token's `channels` claim (once).
+    pub fn set_claim(&self, claim: Vec<Channel>) {
+        if !claim.is_empty() {
+            let _ = self.claim.set(claim.into_boxed_slice());
+        }
+    }
+
+    /// Whether its token's claim names `channel`.
+    pub fn claims(&self, channel: &Channel) -> bool {
+        self.claim
+            .get()
+            .is_some_and(|claim| claim.contains(channel))
     }
 
     /// Records client activity (any frame) at `now_ms`.

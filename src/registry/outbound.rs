@@ -640,7 +640,7 @@ mod tests {
                 seq,
                 "m",
                 "c",
-                crate::protocol::frame::StreamKind::Broadcast,
+                crate::protocol::frame::Stream::Broadcast,
                 &serde_json::value::RawValue::from_string("1".into()).expect("json"),
             )
         };
@@ -685,7 +685,7 @@ mod tests {
                 seq,
                 "m",
                 "c",
-                crate::protocol::frame::StreamKind::Broadcast,
+                crate::protocol::frame::Stream::Broadcast,
                 &serde_json::value::RawValue::from_string("1".into()).expect("json"),
             )
         };

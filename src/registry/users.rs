@@ -11,12 +11,12 @@ use dashmap::DashMap;
 use dashmap::mapref::entry::Entry;
 use parking_lot::Mutex;
 
+use super::channels::{ChannelIndex, ChannelPresence, MembershipChange};
 use super::conn::{Conn, ConnId};
 use super::outbound::{Outgoing, Pushed};
 use crate::metrics::{Counters, Eviction};
-use crate::protocol::Transport;
-use crate::protocol::UserId;
 use crate::protocol::frame::{CloseReason, Frame};
+use crate::protocol::{Channel, Transport, UserId};
 use crate::wheel::TimerKey;
 
 /// A user's object: created at first contact, reused by every later
@@ -74,7 +74,14 @@ pub struct Limits {
     pub max_connections_per_user: usize,
     /// Frames queued per connection before it is closed as slow.
     pub outbound_queue: usize,
+    /// Channels per connection (`[limits] max_channels_per_connection`).
+    pub max_channels_per_connection: usize,
 }
+
+/// A `subscribe` past `max_channels_per_connection`; nothing changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("a connection may be in at most {0} channels")]
+pub struct TooManyChannels(pub usize);
 
 /// The gateway is full (`max_connections`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -126,6 +133,7 @@ pub struct Registry {
     users: DashMap<UserId, Arc<User>>,
     conns: DashMap<ConnId, Arc<Conn>>,
     poll_sessions: DashMap<u64, Arc<User>>,
+    channels: ChannelIndex,
     /// Connection ids, dense: fan-out lanes split connections by id.
     next_id: AtomicU64,
     /// User handles (naming long-poll sessions), counted apart
@@ -146,6 +154,7 @@ impl Registry {
             users: DashMap::new(),
             conns: DashMap::new(),
             poll_sessions: DashMap::new(),
+            channels: ChannelIndex::default(),
             next_id: AtomicU64::new(1),
             next_handle: AtomicU64::new(1),
             open: Default::default(),
@@ -160,15 +169,16 @@ impl Registry {
         self.total.load(Ordering::Relaxed) < self.limits.max_connections
     }
 
-    /// Adds a connection for `user`, creating the user's object on first
-    /// contact. Past `max_connections_per_user` the user's oldest
-    /// connection is queued a `replaced` close and returned.
+    /// Adds a connection for `user` in `channels`, creating the user's
+    /// object on first contact. Past `max_connections_per_user` the user's
+    /// oldest connection is queued a `replaced` close and returned.
     pub fn attach(
         &self,
         user: UserId,
         transport: Transport,
         token_expires_at: Option<u64>,
         now_ms: u64,
+        channels: Vec<Channel>,
     ) -> Result<Attached, AtCapacity> {
         let max = self.limits.max_connections;
         if self.total.fetch_add(1, Ordering::AcqRel) >= max {
@@ -195,6 +205,13 @@ impl Registry {
             (Arc::clone(entry.value()), over.then(|| conns.remove(0)))
         };
         self.conns.insert(id, Arc::clone(&conn));
+        if !channels.is_empty() {
+            let mut list = conn.channels.lock();
+            for channel in &channels {
+                self.channels.join(channel, &conn);
+            }
+            *list = channels;
+        }
         self.open[transport.index()].fetch_add(1, Ordering::Relaxed);
         let ended = replaced.as_ref().is_some_and(|old| {
             old.outbound
@@ -218,6 +235,11 @@ impl Registry {
         }
         self.total.fetch_sub(1, Ordering::AcqRel);
         self.open[conn.transport.index()].fetch_sub(1, Ordering::Relaxed);
+        // After the removal above: a `subscribe` that takes the list's lock
+        // from now on finds the connection gone and joins nothing.
+        for channel in conn.channels.lock().iter() {
+            self.channels.leave(channel, conn.id);
+        }
         if let Entry::Occupied(entry) = self.users.entry(conn.user.clone()) {
             let empty = {
                 let mut conns = entry.get().conns.lock();
@@ -228,6 +250,68 @@ impl Registry {
                 entry.remove();
             }
         }
+    }
+
+    /// Puts a live connection in `channel` and queues `subscribed`: the
+    /// channel's messages fanned out from now on follow it. Already in it:
+    /// answers `subscribed` again and changes nothing.
+    pub fn subscribe(&self, conn: &Arc<Conn>, channel: &Channel) -> Result<(), TooManyChannels> {
+        let mut list = conn.channels.lock();
+        if !list.contains(channel) {
+            let max = self.limits.max_channels_per_connection;
+            if list.len() >= max {
+                return Err(TooManyChannels(max));
+            }
+            list.push(channel.clone());
+            // Under the list's lock: a detach that removed the connection
+            // first leaves what the list holds once it gets the lock.
+            if self.conns.contains_key(&conn.id) {
+                self.channels.join(channel, conn);
+            }
+        }
+        conn.outbound
+            .push_frame(&Frame::subscribed(channel.as_str()));
+        Ok(())
+    }
+
+    /// Takes a connection out of `channel` and queues `unsubscribed`; no
+    /// message of the channel is queued after it.
+    pub fn unsubscribe(&self, conn: &Conn, channel: &Channel) {
+        let mut list = conn.channels.lock();
+        if let Some(at) = list.iter().position(|c| c == channel) {
+            list.remove(at);
+            self.channels.leave(channel, conn.id);
+        }
+        conn.outbound
+            .push_frame(&Frame::unsubscribed(channel.as_str()));
+    }
+
+    /// Connections and users in `channel` on this node.
+    pub fn channel_presence(&self, channel: &Channel) -> ChannelPresence {
+        self.channels.presence(channel)
+    }
+
+    /// Sends every later channel join and leave to `watcher`.
+    pub(crate) fn watch_channels(
+        &self,
+        watcher: tokio::sync::mpsc::UnboundedSender<MembershipChange>,
+    ) {
+        self.channels.watch(watcher);
+    }
+
+    /// Every channel here with its users' connection counts.
+    pub(crate) fn channel_snapshot(&self) -> Vec<(Channel, Vec<(UserId, usize)>)> {
+        self.channels.snapshot()
+    }
+
+    /// Channels with at least one connection here.
+    pub fn channels(&self) -> usize {
+        self.channels.len()
+    }
+
+    /// Connection-channel pairs here.
+    pub fn subscriptions(&self) -> usize {
+        self.channels.subscriptions()
     }
 
     /// Records that `user` has a long-poll session (named by its handle).
@@ -335,6 +419,21 @@ impl Registry {
                         queue(conn, frame, &mut delivered);
                     }
                 }
+            }
+        }
+        self.count(delivered)
+    }
+
+    /// Delivers `frame` (a message of `channel`) to every connection of
+    /// `lane` in the channel.
+    pub fn send_to_channel(&self, channel: &Channel, frame: &Frame, lane: Lane) -> Delivered {
+        let mut delivered = Delivered::default();
+        for conn in self.channels.members(channel, |id| lane.owns(id)) {
+            // The list is the authority: an `unsubscribe` since the
+            // snapshot has queued its answer, and nothing may follow it.
+            let list = conn.channels.lock();
+            if list.contains(channel) {
+                queue(&conn, frame, &mut delivered);
             }
         }
         self.count(delivered)

@@ -29,6 +29,10 @@ pub(crate) enum Route<'a> {
     Push,
     /// `GET /users/<uid>`
     User(&'a str),
+    /// `GET /channels/<name>`
+    Channel(&'a str),
+    /// `GET /channels/<name>/users`
+    ChannelUsers(&'a str),
     /// `POST /demo/token` (demo mode only)
     DemoToken,
     /// `POST /demo/push` (demo mode only)
@@ -57,10 +61,18 @@ impl<'a> Route<'a> {
             "/healthz" => Self::Health,
             "/readyz" => Self::Ready,
             "/metrics" if metrics_here => Self::Metrics,
-            _ => match path.strip_prefix("/users/") {
-                Some(uid) => Self::User(uid),
-                None => Self::Static(path),
-            },
+            _ => {
+                if let Some(uid) = path.strip_prefix("/users/") {
+                    Self::User(uid)
+                } else if let Some(rest) = path.strip_prefix("/channels/") {
+                    match rest.strip_suffix("/users") {
+                        Some(name) => Self::ChannelUsers(name),
+                        None => Self::Channel(rest),
+                    }
+                } else {
+                    Self::Static(path)
+                }
+            }
         }
     }
 
@@ -113,6 +125,8 @@ pub(crate) async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Response
         Route::DemoToken => Box::pin(demo::token(&gw, req)).await,
         Route::DemoPush => Box::pin(demo::push(&gw, req)).await,
         Route::User(uid) => Box::pin(operators::user(&gw, &req, uid)).await,
+        Route::Channel(name) => Box::pin(operators::channel(&gw, &req, name, false)).await,
+        Route::ChannelUsers(name) => Box::pin(operators::channel(&gw, &req, name, true)).await,
         Route::Health => operators::health(),
         Route::Ready => operators::ready(&gw),
         Route::Metrics => operators::metrics(&gw),

@@ -4,8 +4,9 @@
 //!
 //! The checks, in order: draining (503), `Origin` against
 //! `allowed_origins` (403), the token from `?token=` or `Authorization:
-//! Bearer` (401), or `?uid=` when anonymous access is on, the cursor (400
-//! `bad_cursor`), capacity (503).
+//! Bearer` (401), or `?uid=` when anonymous access is on, the channels
+//! (400 `bad_channel`, 403 `forbidden_channel`, 400 `too_many_channels`),
+//! the cursor (400 `bad_cursor`), capacity (503).
 
 use hyper::Request;
 use hyper::header;
@@ -19,8 +20,10 @@ use crate::history::Cursor;
 use crate::http::Body;
 use crate::http::error::ApiError;
 use crate::protocol::frame::Frame;
-use crate::protocol::{Transport, UserId};
-use crate::registry::Attached;
+use crate::protocol::{Channel, Transport, UserId};
+use std::sync::Arc;
+
+use crate::registry::{Attached, Conn};
 
 /// Seconds a refused client is asked to wait before trying again.
 pub(crate) const RETRY_AFTER_SECS: u64 = 1;
@@ -34,6 +37,10 @@ pub(crate) struct Client {
     pub expires_at: Option<u64>,
     /// Where it resumes from, if it gave a cursor.
     pub cursor: Option<Cursor>,
+    /// The channels it is in: its token's claim, then what it asked for.
+    pub channels: Vec<Channel>,
+    /// Its token's `channels` claim (what it may join beyond public ones).
+    pub claim: Vec<Channel>,
 }
 
 /// Why a client is refused.
@@ -54,6 +61,15 @@ pub(crate) enum ClientError {
     /// A cursor pushgate could not have issued.
     #[error("cursor is not one pushgate issued")]
     Cursor,
+    /// `channels=` holds something that is not a channel name.
+    #[error("{0}")]
+    BadChannel(String),
+    /// A channel asked for that is neither in the token's claim nor public.
+    #[error("{0}")]
+    ForbiddenChannel(String),
+    /// More channels than `[limits] max_channels_per_connection`.
+    #[error("{0}")]
+    TooManyChannels(String),
     /// `max_connections` reached.
     #[error("connection limit reached")]
     AtCapacity,
@@ -74,6 +90,9 @@ impl ClientError {
             Self::Token => ApiError::Unauthorized,
             Self::UserId(message) => ApiError::BadUserId(message),
             Self::Cursor => ApiError::BadCursor("cursor is not one pushgate issued".into()),
+            Self::BadChannel(message) => ApiError::BadChannel(message),
+            Self::ForbiddenChannel(message) => ApiError::ForbiddenChannel(message),
+            Self::TooManyChannels(message) => ApiError::TooManyChannels(message),
             Self::AtCapacity => ApiError::ConnectionLimit {
                 retry_after_secs: RETRY_AFTER_SECS,
             },
@@ -100,7 +119,8 @@ pub(crate) fn admit<B>(
         return Err(ClientError::Origin);
     }
     let query = Query::parse(req.uri().query());
-    let (user, expires_at) = authenticate(gw, req, &query, transport)?;
+    let (user, expires_at, claim) = authenticate(gw, req, &query, transport)?;
+    let channels = channels(gw, claim.clone(), query.channels.as_deref())?;
     let last_event_id = (transport == Transport::Sse)
         .then(|| req.headers().get("last-event-id"))
         .flatten()
@@ -116,7 +136,72 @@ pub(crate) fn admit<B>(
         user,
         expires_at,
         cursor,
+        channels,
+        claim,
     })
+}
+
+/// A WebSocket's `subscribe` frame for `name`: checked as `channels=` is
+/// (its claim or public), then joined; `subscribed` is queued by the
+/// registry. `Err` is the `error` frame to answer with.
+pub(crate) fn subscribe(gw: &Gateway, conn: &Arc<Conn>, name: &str) -> Result<(), Frame> {
+    let channel = Channel::parse(name)
+        .map_err(|err| Frame::channel_error("bad_channel", name, &err.to_string()))?;
+    if !conn.claims(&channel) && !gw.public_channels.allows(&channel) {
+        return Err(Frame::channel_error(
+            "forbidden_channel",
+            name,
+            "the channel is not in the token's channels claim and not public",
+        ));
+    }
+    gw.registry
+        .subscribe(conn, &channel)
+        .map_err(|err| Frame::channel_error("too_many_channels", name, &err.to_string()))
+}
+
+/// A WebSocket's `unsubscribe` frame for `name`; `unsubscribed` is queued
+/// by the registry, after the channel's last message to this connection.
+pub(crate) fn unsubscribe(gw: &Gateway, conn: &Conn, name: &str) -> Result<(), Frame> {
+    let channel = Channel::parse(name)
+        .map_err(|err| Frame::channel_error("bad_channel", name, &err.to_string()))?;
+    gw.registry.unsubscribe(conn, &channel);
+    Ok(())
+}
+
+/// The channels a client is in: every channel of its token's `claim`,
+/// then each one `requested` (`channels=a,b`) that the claim names or
+/// `[channels] public` allows. One refused channel refuses the request.
+fn channels(
+    gw: &Gateway,
+    claim: Vec<Channel>,
+    requested: Option<&str>,
+) -> Result<Vec<Channel>, ClientError> {
+    let requested = match requested {
+        Some(raw) => Channel::parse_list(raw)
+            .map_err(|err| ClientError::BadChannel(format!("channels: {err}")))?,
+        None => Vec::new(),
+    };
+    let mut channels = claim;
+    let claimed = channels.len();
+    for channel in requested {
+        if channels[..claimed].contains(&channel) {
+            continue;
+        }
+        if !gw.public_channels.allows(&channel) {
+            return Err(ClientError::ForbiddenChannel(format!(
+                "channel {channel:?} is not in the token's channels claim and not public"
+            )));
+        }
+        channels.push(channel);
+    }
+    let max = gw.config.limits.max_channels_per_connection;
+    if channels.len() > max {
+        return Err(ClientError::TooManyChannels(format!(
+            "{} channels, claim and request together (max {max})",
+            channels.len()
+        )));
+    }
+    Ok(channels)
 }
 
 /// How an admitted client joined.
@@ -147,6 +232,7 @@ pub(crate) async fn join(
             transport,
             expires_at: client.expires_at,
             cursor: client.cursor,
+            channels: client.channels,
             now_ms: gw.now_ms(),
         })
         .await
@@ -192,12 +278,14 @@ pub(crate) async fn join_live(
     }
 }
 
+/// The client's user, its token's expiry and `channels` claim (none for
+/// an anonymous client).
 fn authenticate<B>(
     gw: &Gateway,
     req: &Request<B>,
     query: &Query,
     transport: Transport,
-) -> Result<(UserId, Option<u64>), ClientError> {
+) -> Result<(UserId, Option<u64>, Vec<Channel>), ClientError> {
     let header_token = (transport == Transport::Poll)
         .then(|| req.headers().get(header::AUTHORIZATION))
         .flatten()
@@ -208,11 +296,11 @@ fn authenticate<B>(
             .tokens
             .verify(token, Gateway::unix_now())
             .map_err(|_| ClientError::Token)?;
-        return Ok((verified.user, Some(verified.expires_at)));
+        return Ok((verified.user, Some(verified.expires_at), verified.channels));
     }
     match &query.uid {
         Some(uid) if gw.config.auth.anonymous => UserId::parse(uid)
-            .map(|user| (user, None))
+            .map(|user| (user, None, Vec::new()))
             .map_err(|err| ClientError::UserId(err.to_string())),
         _ => Err(ClientError::Token),
     }
@@ -228,6 +316,8 @@ pub(crate) struct Query {
     pub uid: Option<String>,
     /// `cursor`
     pub cursor: Option<String>,
+    /// `channels` (comma-separated names)
+    pub channels: Option<String>,
 }
 
 impl Query {
@@ -239,6 +329,7 @@ impl Query {
                 "token" => &mut out.token,
                 "uid" => &mut out.uid,
                 "cursor" => &mut out.cursor,
+                "channels" => &mut out.channels,
                 _ => continue,
             };
             *slot = Some(value.into_owned());

@@ -35,6 +35,7 @@ use crate::http::error::ApiError;
 use crate::http::wire;
 use crate::peers::PeerStream;
 use crate::protocol::Transport;
+use crate::protocol::client_frame::ClientFrame;
 use crate::protocol::frame::Frame;
 use crate::protocol::ws_codec::{self, Inbound};
 use crate::registry::{Conn, DirectWrite, Outgoing, Pushed};
@@ -102,11 +103,20 @@ pub(crate) async fn upgrade(gw: &Arc<Gateway>, mut req: Request<Incoming>) -> Re
         Err(err) => return ApiError::BadRequest(err.to_string()).into_body_response(),
     };
     let joined = match open::admit(gw, &req, Transport::Ws) {
-        Ok(client) => open::join_live(gw, client, Transport::Ws).await,
+        Ok(client) => {
+            let claim = client.claim.clone();
+            open::join_live(gw, client, Transport::Ws)
+                .await
+                .map(|attached| (attached, claim))
+        }
         Err(err) => Err(err),
     };
     let conn = match joined {
-        Ok(attached) => attached.conn,
+        Ok((attached, claim)) => {
+            // What a `subscribe` frame may ask for beyond public channels.
+            attached.conn.set_claim(claim);
+            attached.conn
+        }
         Err(err) => return err.into_response(),
     };
     // From here on, however this ends (the upgrade failing, the task
@@ -247,7 +257,7 @@ enum Stop {
 /// `prefetched` is what hyper read past the handshake. It is a view into
 /// hyper's whole read buffer (kilobytes), so it is dropped as soon as it
 /// is parsed, not kept for the connection's life.
-async fn serve(gw: &Gateway, conn: &Conn, mut socket: Socket, prefetched: Bytes) {
+async fn serve(gw: &Gateway, conn: &Arc<Conn>, mut socket: Socket, prefetched: Bytes) {
     gateway::fault_point(conn);
     let mut inbound = Inbound::new(gw.websocket_config());
     let mut batch = VecDeque::new();
@@ -294,7 +304,7 @@ async fn serve(gw: &Gateway, conn: &Conn, mut socket: Socket, prefetched: Bytes)
 /// Reads what the client sent and handles every complete message in it.
 async fn read_some(
     gw: &Gateway,
-    conn: &Conn,
+    conn: &Arc<Conn>,
     socket: &mut Socket,
     inbound: &mut Inbound,
 ) -> Result<(), Stop> {
@@ -315,7 +325,12 @@ async fn read_some(
 
 /// Handles the complete messages in `bytes` (keeping a partial one for
 /// later) and queues what the protocol answered by itself.
-fn on_bytes(gw: &Gateway, conn: &Conn, inbound: &mut Inbound, bytes: &[u8]) -> Result<(), Stop> {
+fn on_bytes(
+    gw: &Gateway,
+    conn: &Arc<Conn>,
+    inbound: &mut Inbound,
+    bytes: &[u8],
+) -> Result<(), Stop> {
     let mut input = bytes;
     let result = loop {
         match inbound.next_message(&mut input) {
@@ -360,14 +375,30 @@ fn on_bytes(gw: &Gateway, conn: &Conn, inbound: &mut Inbound, bytes: &[u8]) -> R
 }
 
 /// Answers one client message.
-fn on_message(gw: &Gateway, conn: &Conn, message: Message) -> Result<(), Stop> {
+fn on_message(gw: &Gateway, conn: &Arc<Conn>, message: Message) -> Result<(), Stop> {
     conn.touch(gw.now_ms());
     let reply = match message {
-        Message::Text(text) if is_client_ping(&text) => Frame::pong(),
-        Message::Text(_) => Frame::error(
-            "unsupported",
-            "the only client frame is {\"type\":\"ping\"}",
-        ),
+        Message::Text(text) => match ClientFrame::parse(&text) {
+            ClientFrame::Ping => Frame::pong(),
+            ClientFrame::Subscribe(name) => match open::subscribe(gw, conn, &name) {
+                // `subscribed` is queued by the registry, in order with the
+                // channel's messages.
+                Ok(()) => return Ok(()),
+                Err(refused) => refused,
+            },
+            ClientFrame::Unsubscribe(name) => match open::unsubscribe(gw, conn, &name) {
+                Ok(()) => return Ok(()),
+                Err(refused) => refused,
+            },
+            ClientFrame::MissingChannel => Frame::error(
+                "bad_channel",
+                "subscribe and unsubscribe need a \"channel\" string",
+            ),
+            ClientFrame::Unknown => Frame::error(
+                "unsupported",
+                "client frames are {\"type\":\"ping\"}, subscribe and unsubscribe",
+            ),
+        },
         Message::Binary(_) => Frame::error("unsupported", "binary frames are not supported"),
         Message::Close(_) => return Err(Stop::ClientClosed),
         Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => return Ok(()),
@@ -483,15 +514,6 @@ fn violation_close_code(err: &WsError) -> Option<CloseCode> {
     }
 }
 
-fn is_client_ping(text: &str) -> bool {
-    #[derive(serde::Deserialize)]
-    struct Typed<'a> {
-        #[serde(borrow, rename = "type")]
-        kind: &'a str,
-    }
-    serde_json::from_str::<Typed<'_>>(text).is_ok_and(|t| t.kind == "ping")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -564,22 +586,6 @@ mod tests {
         ];
         for (err, want) in cases {
             assert_eq!(violation_close_code(&err), want, "{err}");
-        }
-    }
-
-    #[test]
-    fn only_a_ping_object_is_a_client_ping() {
-        assert!(is_client_ping(r#"{"type":"ping"}"#));
-        assert!(is_client_ping(r#" {"type" : "ping", "x": 1} "#));
-        for other in [
-            r#"{"type":"pong"}"#,
-            "ping",
-            "{}",
-            "[]",
-            r#"{"type":1}"#,
-            "",
-        ] {
-            assert!(!is_client_ping(other), "{other}");
         }
     }
 }

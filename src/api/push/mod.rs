@@ -8,11 +8,11 @@ use hyper::body::Incoming;
 use hyper::header;
 use hyper::{Request, Response, StatusCode};
 use serde_json::json;
-use tracing::{debug, warn};
+use tracing::debug;
 
 use self::parse::PushRequest;
 use super::request::{authorize, is_json, json_response, read_body};
-use crate::bus::{BusError, Publish, PushTarget};
+use crate::bus::{Publish, PushTarget};
 use crate::gateway::Gateway;
 use crate::http::{ApiError, Body};
 use crate::metrics::names;
@@ -48,10 +48,15 @@ async fn accept_push(gw: &Gateway, req: Request<Incoming>) -> Result<Response<Bo
         retry_after_secs: wait.as_secs_f64().ceil().max(1.0) as u64,
     })?;
     let body = read_body(gw, req.into_body(), max).await?;
-    let request = PushRequest::parse(&body, gw.config.limits.max_push_users)?;
+    let limits = &gw.config.limits;
+    let request = PushRequest::parse(&body, limits.max_push_users, limits.max_push_channels)?;
     let idempotent = request.id.is_some();
     let id = request.id.unwrap_or_else(generate_id);
-    let broadcast = matches!(request.target, PushTarget::Broadcast);
+    let kind = match request.target {
+        PushTarget::Broadcast => TargetKind::Broadcast,
+        PushTarget::Users(_) => TargetKind::Users,
+        PushTarget::Channels(_) => TargetKind::Channels,
+    };
     let published = gw
         .bus
         .publish(Publish {
@@ -60,14 +65,7 @@ async fn accept_push(gw: &Gateway, req: Request<Incoming>) -> Result<Response<Bo
             target: request.target,
             data: request.data,
         })
-        .await
-        .map_err(|BusError::Unavailable(why)| {
-            warn!(error = %why, "push refused: broker unavailable");
-            ApiError::Unavailable {
-                retry_after_secs: 1,
-                reason: "broker unavailable".into(),
-            }
-        })?;
+        .await?;
     let (status, mut body) = if published.duplicate {
         (
             StatusCode::OK,
@@ -76,12 +74,19 @@ async fn accept_push(gw: &Gateway, req: Request<Incoming>) -> Result<Response<Bo
     } else {
         (StatusCode::ACCEPTED, json!({ "id": published.id }))
     };
-    if broadcast {
-        body["cursor"] = published.cursor.to_string().into();
-    } else {
-        body["users"] = published.users.into();
+    match kind {
+        TargetKind::Broadcast => body["cursor"] = published.cursor.to_string().into(),
+        TargetKind::Users => body["users"] = published.users.into(),
+        TargetKind::Channels => body["channels"] = published.channels.into(),
     }
     Ok(json_response(status, &body))
+}
+
+/// What a push addressed, which decides the answer's field.
+enum TargetKind {
+    Broadcast,
+    Users,
+    Channels,
 }
 
 /// A push id for a request that gave none: 128 random bits in hex.

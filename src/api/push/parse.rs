@@ -3,6 +3,7 @@
 //! ```text
 //! {"to": "*",              "data": <any JSON>}   broadcast
 //! {"to": ["alice", "bob"], "data": <any JSON>}   personal, up to max_users ids
+//! {"to": {"channels": ["vip", "news"]}, "data": <any JSON>}   channels, up to max_channels
 //! optional "id": "<idempotency key, 1 to 128 characters>"
 //! ```
 //!
@@ -23,6 +24,10 @@
 //! - `to` lists are counted as sent, before repeated ids are dropped: more
 //!   than `max_users` entries is `too_many_users` even if some repeat.
 //!   Repeats are then removed, keeping first-seen order.
+//! - `to` as an object must have `channels`, a list of channel names
+//!   (other keys are ignored); an empty list is `missing_field`, more than
+//!   `max_channels` entries `too_many_channels`, a name that is not one
+//!   `bad_channel`. Repeats are removed as for users.
 //!
 //! Body size (413) and content type (415) are the HTTP layer's checks.
 
@@ -35,7 +40,7 @@ use serde_json::value::RawValue;
 use crate::bus::PushTarget;
 use crate::http::ApiError;
 
-use crate::protocol::{BadUserId, UserId};
+use crate::protocol::{BadChannel, BadUserId, Channel, UserId};
 
 /// The longest idempotency key accepted, in characters (not bytes).
 pub const MAX_PUSH_ID_CHARS: usize = 128;
@@ -107,6 +112,25 @@ pub enum PushError {
     /// characters.
     #[error("id: must be 1 to {MAX_PUSH_ID_CHARS} characters, got {0}")]
     BadId(usize),
+    /// `to.channels` is an empty list.
+    #[error("to.channels: names no channel")]
+    NoChannels,
+    /// An entry of `to.channels` is not a channel name.
+    #[error("to.channels[{index}]: {reason}")]
+    BadChannel {
+        /// The entry's position, from 0.
+        index: usize,
+        /// What is wrong with it.
+        reason: BadChannel,
+    },
+    /// `to.channels` lists more than `[limits] max_push_channels`.
+    #[error("to.channels: names {count} channels (max {max})")]
+    TooManyChannels {
+        /// How many entries the list had.
+        count: usize,
+        /// The configured limit.
+        max: usize,
+    },
     /// `data` nests deeper than [`MAX_DATA_DEPTH`].
     #[error("data: nested deeper than {MAX_DATA_DEPTH} levels")]
     TooDeep,
@@ -122,9 +146,11 @@ impl PushError {
             | Self::WrongType { .. }
             | Self::BadId(_)
             | Self::TooDeep => "bad_json",
-            Self::MissingField(_) | Self::NoUsers => "missing_field",
+            Self::MissingField(_) | Self::NoUsers | Self::NoChannels => "missing_field",
             Self::BadUserId { .. } => "bad_user_id",
             Self::TooManyUsers { .. } => "too_many_users",
+            Self::BadChannel { .. } => "bad_channel",
+            Self::TooManyChannels { .. } => "too_many_channels",
         }
     }
 }
@@ -149,8 +175,9 @@ fn present<'de, D: Deserializer<'de>>(de: D) -> Result<Option<&'de RawValue>, D:
 
 impl PushRequest {
     /// Parses and validates a `POST /push` body; `max_users` is
-    /// `[limits] max_push_users` (`0` refuses every personal push).
-    pub fn parse(body: &[u8], max_users: usize) -> Result<Self, PushError> {
+    /// `[limits] max_push_users` (`0` refuses every personal push),
+    /// `max_channels` `[limits] max_push_channels`.
+    pub fn parse(body: &[u8], max_users: usize, max_channels: usize) -> Result<Self, PushError> {
         let text = std::str::from_utf8(body).map_err(|e| PushError::NotUtf8(e.valid_up_to()))?;
         if !text.trim_start().starts_with('{') {
             return Err(match serde_json::from_str::<&RawValue>(text) {
@@ -162,7 +189,7 @@ impl PushRequest {
             serde_json::from_str(text).map_err(|e| PushError::Syntax(e.to_string()))?;
         let to = raw.to.ok_or(PushError::MissingField("to"))?;
         let data = raw.data.ok_or(PushError::MissingField("data"))?;
-        let target = parse_target(to, max_users)?;
+        let target = parse_target(to, max_users, max_channels)?;
         let id = raw.id.map(parse_id).transpose()?.flatten();
         if nesting_depth(data.get()) > MAX_DATA_DEPTH {
             return Err(PushError::TooDeep);
@@ -176,9 +203,14 @@ impl PushRequest {
     }
 }
 
-/// `"*"` or a non-empty list of at most `max_users` user ids.
-fn parse_target(to: &RawValue, max_users: usize) -> Result<PushTarget, PushError> {
-    const EXPECTED: &str = "\"*\" or a list of user ids";
+/// `"*"`, a non-empty list of at most `max_users` user ids, or
+/// `{"channels": [...]}` with at most `max_channels` names.
+fn parse_target(
+    to: &RawValue,
+    max_users: usize,
+    max_channels: usize,
+) -> Result<PushTarget, PushError> {
+    const EXPECTED: &str = "\"*\", a list of user ids or {\"channels\": [...]}";
     let wrong = || PushError::WrongType {
         field: "to".to_owned(),
         expected: EXPECTED,
@@ -192,8 +224,49 @@ fn parse_target(to: &RawValue, max_users: usize) -> Result<PushTarget, PushError
             let entries: Vec<&RawValue> = serde_json::from_str(to.get()).map_err(|_| wrong())?;
             parse_users(&entries, max_users).map(PushTarget::Users)
         }
+        Some(b'{') => {
+            #[derive(Deserialize)]
+            struct To<'a> {
+                #[serde(borrow, default, deserialize_with = "present")]
+                channels: Option<&'a RawValue>,
+            }
+            let to: To<'_> = serde_json::from_str(to.get()).map_err(|_| wrong())?;
+            let list = to.channels.ok_or(PushError::MissingField("to.channels"))?;
+            let entries: Vec<&RawValue> =
+                serde_json::from_str(list.get()).map_err(|_| PushError::WrongType {
+                    field: "to.channels".to_owned(),
+                    expected: "a list of channel names",
+                })?;
+            parse_channels(&entries, max_channels).map(PushTarget::Channels)
+        }
         _ => Err(wrong()),
     }
+}
+
+/// The entries of a `to.channels` list as channel names, repeats dropped.
+fn parse_channels(entries: &[&RawValue], max: usize) -> Result<Vec<Channel>, PushError> {
+    if entries.is_empty() {
+        return Err(PushError::NoChannels);
+    }
+    if entries.len() > max {
+        return Err(PushError::TooManyChannels {
+            count: entries.len(),
+            max,
+        });
+    }
+    let mut channels: Vec<Channel> = Vec::with_capacity(entries.len());
+    for (index, entry) in entries.iter().enumerate() {
+        let raw: String = serde_json::from_str(entry.get()).map_err(|_| PushError::WrongType {
+            field: format!("to.channels[{index}]"),
+            expected: "a string",
+        })?;
+        let channel =
+            Channel::parse(&raw).map_err(|reason| PushError::BadChannel { index, reason })?;
+        if !channels.contains(&channel) {
+            channels.push(channel);
+        }
+    }
+    Ok(channels)
 }
 
 /// The entries of a `to` list as user ids, repeats dropped.
@@ -336,9 +409,13 @@ impl From<PushError> for ApiError {
             | PushError::WrongType { .. }
             | PushError::BadId(_)
             | PushError::TooDeep => Self::BadJson(message),
-            PushError::MissingField(_) | PushError::NoUsers => Self::MissingField(message),
+            PushError::MissingField(_) | PushError::NoUsers | PushError::NoChannels => {
+                Self::MissingField(message)
+            }
             PushError::BadUserId { .. } => Self::BadUserId(message),
             PushError::TooManyUsers { .. } => Self::TooManyUsers(message),
+            PushError::BadChannel { .. } => Self::BadChannel(message),
+            PushError::TooManyChannels { .. } => Self::TooManyChannels(message),
         }
     }
 }
@@ -348,6 +425,12 @@ mod tests {
     use super::*;
 
     const MAX_USERS: usize = 3;
+    const MAX_CHANNELS: usize = 2;
+
+    fn channels(names: &[&str]) -> PushTarget {
+        let names = names.iter().map(|n| Channel::parse(n).expect("valid name"));
+        PushTarget::Channels(names.collect())
+    }
 
     fn users(ids: &[&str]) -> PushTarget {
         let ids = ids.iter().map(|id| UserId::parse(id).expect("valid id"));
@@ -446,19 +529,47 @@ mod tests {
             // Fields of the wrong type or value.
             (
                 br#"{"to":5,"data":1}"#,
-                Want::Err("bad_json", r#"to: must be "*" or a list of user ids"#),
+                Want::Err("bad_json", r#"to: must be "*", a list of user ids"#),
             ),
             (
                 br#"{"to":null,"data":1}"#,
-                Want::Err("bad_json", r#"to: must be "*" or a list of user ids"#),
+                Want::Err("bad_json", r#"to: must be "*", a list of user ids"#),
             ),
             (
                 br#"{"to":"alice","data":1}"#,
-                Want::Err("bad_json", r#"to: must be "*" or a list of user ids"#),
+                Want::Err("bad_json", r#"to: must be "*", a list of user ids"#),
             ),
             (
                 br#"{"to":{"alice":1},"data":1}"#,
-                Want::Err("bad_json", r#"to: must be "*" or a list of user ids"#),
+                Want::Err("missing_field", "to.channels: missing"),
+            ),
+            (
+                br#"{"to":{"channels":["vip","vip"]},"data":1}"#,
+                Want::Ok(channels(&["vip"]), None, "1"),
+            ),
+            (
+                br#"{"to":{"channels":[]},"data":1}"#,
+                Want::Err("missing_field", "to.channels: names no channel"),
+            ),
+            (
+                br#"{"to":{"channels":["a","b","c"]},"data":1}"#,
+                Want::Err("too_many_channels", "to.channels: names 3 channels (max 2)"),
+            ),
+            (
+                br#"{"to":{"channels":["a",""]},"data":1}"#,
+                Want::Err("bad_channel", "to.channels[1]: channel name is empty"),
+            ),
+            (
+                br#"{"to":{"channels":["a b"]},"data":1}"#,
+                Want::Err("bad_channel", "to.channels[0]: channel name"),
+            ),
+            (
+                br#"{"to":{"channels":"vip"},"data":1}"#,
+                Want::Err("bad_json", "to.channels: must be a list of channel names"),
+            ),
+            (
+                br#"{"to":{"channels":[1]},"data":1}"#,
+                Want::Err("bad_json", "to.channels[0]: must be a string"),
             ),
             (
                 br#"{"to":["a",1],"data":1}"#,
@@ -515,7 +626,7 @@ mod tests {
         ];
         assert!(cases.len() >= 25);
         for (body, want) in cases {
-            let got = PushRequest::parse(body, MAX_USERS);
+            let got = PushRequest::parse(body, MAX_USERS, MAX_CHANNELS);
             let shown = String::from_utf8_lossy(body);
             match (got, want) {
                 (Ok(req), Want::Ok(target, id, data)) => {
@@ -536,15 +647,16 @@ mod tests {
     fn an_id_of_128_multibyte_characters_is_accepted() {
         let id = "é".repeat(MAX_PUSH_ID_CHARS);
         let body = format!(r#"{{"to":"*","data":1,"id":"{id}"}}"#);
-        let req = PushRequest::parse(body.as_bytes(), MAX_USERS).expect("valid");
+        let req = PushRequest::parse(body.as_bytes(), MAX_USERS, MAX_CHANNELS).expect("valid");
         assert_eq!(req.id, Some(id));
     }
 
     #[test]
     fn zero_max_users_refuses_personal_pushes_only() {
-        let err = PushRequest::parse(br#"{"to":["a"],"data":1}"#, 0).expect_err("over limit");
+        let err = PushRequest::parse(br#"{"to":["a"],"data":1}"#, 0, MAX_CHANNELS)
+            .expect_err("over limit");
         assert_eq!(err, PushError::TooManyUsers { count: 1, max: 0 });
-        assert!(PushRequest::parse(br#"{"to":"*","data":1}"#, 0).is_ok());
+        assert!(PushRequest::parse(br#"{"to":"*","data":1}"#, 0, MAX_CHANNELS).is_ok());
     }
 
     #[test]
@@ -561,11 +673,12 @@ mod tests {
             (in_to, "bad_json"),
         ];
         for (body, code) in cases {
-            let err = PushRequest::parse(body.as_bytes(), MAX_USERS).expect_err("too deep");
+            let err =
+                PushRequest::parse(body.as_bytes(), MAX_USERS, MAX_CHANNELS).expect_err("too deep");
             assert_eq!(err.code(), code, "{err}");
         }
         // Unknown fields are skipped without recursion, so they may nest.
-        assert!(PushRequest::parse(in_unknown.as_bytes(), MAX_USERS).is_ok());
+        assert!(PushRequest::parse(in_unknown.as_bytes(), MAX_USERS, MAX_CHANNELS).is_ok());
     }
 
     #[test]
@@ -574,8 +687,14 @@ mod tests {
             let data = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
             format!(r#"{{"to":"*","data":{data}}}"#)
         };
-        assert!(PushRequest::parse(nested(MAX_DATA_DEPTH).as_bytes(), MAX_USERS).is_ok());
-        let err = PushRequest::parse(nested(MAX_DATA_DEPTH + 1).as_bytes(), MAX_USERS);
+        assert!(
+            PushRequest::parse(nested(MAX_DATA_DEPTH).as_bytes(), MAX_USERS, MAX_CHANNELS).is_ok()
+        );
+        let err = PushRequest::parse(
+            nested(MAX_DATA_DEPTH + 1).as_bytes(),
+            MAX_USERS,
+            MAX_CHANNELS,
+        );
         assert_eq!(err.map(|_| ()), Err(PushError::TooDeep));
     }
 
@@ -593,7 +712,7 @@ mod tests {
         ];
         for data in refused {
             let body = format!(r#"{{"to":"*","data":{data}}}"#);
-            let err = PushRequest::parse(body.as_bytes(), MAX_USERS).expect_err(data);
+            let err = PushRequest::parse(body.as_bytes(), MAX_USERS, MAX_CHANNELS).expect_err(data);
             assert_eq!(err.code(), "bad_json", "{data}: {err}");
             assert!(
                 err.to_string()
@@ -612,7 +731,7 @@ mod tests {
         ];
         for data in accepted {
             let body = format!(r#"{{"to":"*","data":{data}}}"#);
-            let req = PushRequest::parse(body.as_bytes(), MAX_USERS).expect(data);
+            let req = PushRequest::parse(body.as_bytes(), MAX_USERS, MAX_CHANNELS).expect(data);
             assert_eq!(req.data.get(), data);
         }
     }
@@ -641,7 +760,7 @@ mod tests {
             br#"{"to":"*","data":1,"id":""}"#,
         ];
         for body in bodies {
-            let err = PushRequest::parse(body, 1).expect_err("invalid body");
+            let err = PushRequest::parse(body, 1, MAX_CHANNELS).expect_err("invalid body");
             let (code, message) = (err.code(), err.to_string());
             let api = ApiError::from(err);
             assert_eq!((api.code(), api.message()), (code, message));

@@ -41,12 +41,12 @@ use tracing::{info, warn};
 
 use super::fanout::Fanout;
 use super::resume::Resume;
-use super::{Bus, BusError, Open, Opened, Publish, Published, PushTarget};
+use super::{Bus, BusError, ChannelMembers, Open, Opened, Publish, Published, PushTarget};
 use crate::config::BrokerConfig;
 use crate::history::Cursor;
 use crate::metrics::Counters;
-use crate::protocol::frame::{Frame, StreamKind, message_parts};
-use crate::protocol::{Transport, UserId};
+use crate::protocol::frame::{Frame, Stream, message_parts};
+use crate::protocol::{Channel, Transport, UserId};
 use crate::registry::{AtCapacity, Conn, Outgoing, Registry};
 
 /// The longest wait between attempts to resubscribe.
@@ -80,6 +80,10 @@ impl Keys {
 
     fn user(&self, user: &str) -> String {
         format!("{}:h:u:{user}", self.prefix)
+    }
+
+    fn channel(&self, channel: &str) -> String {
+        format!("{}:h:c:{channel}", self.prefix)
     }
 
     fn push_id(&self, id: &str) -> String {
@@ -180,9 +184,12 @@ impl RedisBus {
         });
         let (subscribed_tx, subscribed_rx) = tokio::sync::oneshot::channel();
         let subscriber = tokio::spawn(subscribe(Arc::clone(&shared), subscribed_tx));
+        let (memberships_tx, memberships_rx) = mpsc::unbounded_channel();
+        shared.registry.watch_channels(memberships_tx);
         let presence = tokio::spawn(presence::run(
             Arc::clone(&shared),
             presence_rx,
+            memberships_rx,
             config.presence_ttl(),
         ));
         let bus = Self {
@@ -280,7 +287,8 @@ impl Shared {
     }
 
     /// Delivers one published message to this node's connections.
-    /// Payload: `<seq>\n<cursor>\n<'*' or users joined by ','>\n<frame JSON>`.
+    /// Payload: `<seq>\n<cursor>\n<target>\n<frame JSON>`, the target `*`,
+    /// user ids joined by `,`, or `#<channel>`.
     fn deliver(&self, payload: &[u8]) {
         let mut parts = payload.splitn(4, |b| *b == b'\n');
         let (Some(seq), Some(cursor), Some(target), Some(json)) =
@@ -304,6 +312,15 @@ impl Shared {
         };
         let target = if target == b"*" {
             PushTarget::Broadcast
+        } else if let Some(name) = target.strip_prefix(b"#") {
+            let name = std::str::from_utf8(name).unwrap_or("");
+            match Channel::parse(name) {
+                Ok(channel) => PushTarget::Channels(vec![channel]),
+                Err(_) => {
+                    warn!("redis: bus message for a malformed channel");
+                    return;
+                }
+            }
         } else {
             let users: Vec<UserId> = std::str::from_utf8(target)
                 .unwrap_or("")
@@ -323,26 +340,9 @@ impl Shared {
     }
 
     async fn publish(&self, message: Publish) -> Result<Published, BusError> {
-        let (stream, target, streams, users) = match &message.target {
-            PushTarget::Broadcast => (
-                StreamKind::Broadcast,
-                "*".to_owned(),
-                vec![self.keys.broadcast.clone()],
-                0,
-            ),
-            PushTarget::Users(users) => (
-                StreamKind::User,
-                users
-                    .iter()
-                    .map(UserId::as_str)
-                    .collect::<Vec<_>>()
-                    .join(","),
-                users.iter().map(|u| self.keys.user(u.as_str())).collect(),
-                users.len(),
-            ),
-        };
-        let (head, tail) = message_parts(&message.id, stream, &message.data);
-        let first_user = if users == 0 { 7 } else { 6 };
+        // The head (up to the cursor) is the same for every message of the
+        // push; the tail names the stream.
+        let (head, tail) = message_parts(&message.id, Stream::Broadcast, &message.data);
         let mut invocation = self.publish.prepare_invoke();
         invocation
             .key(&self.keys.seq)
@@ -350,9 +350,30 @@ impl Shared {
             .key(&self.keys.aged)
             .key(&self.keys.times)
             .key(self.keys.push_id(&message.id));
-        for key in &streams {
-            invocation.key(key);
-        }
+        let (target, tail, first_expiring, users, channels) = match &message.target {
+            PushTarget::Broadcast => {
+                invocation.key(&self.keys.broadcast);
+                ("*".to_owned(), tail, 7, 0, 0)
+            }
+            PushTarget::Users(users) => {
+                for user in users {
+                    invocation.key(self.keys.user(user.as_str()));
+                }
+                let (_, tail) = message_parts(&message.id, Stream::User, &message.data);
+                let target = users
+                    .iter()
+                    .map(UserId::as_str)
+                    .collect::<Vec<_>>()
+                    .join(",");
+                (target, tail, 6, users.len(), 0)
+            }
+            PushTarget::Channels(channels) => {
+                for channel in channels {
+                    invocation.key(self.keys.channel(channel.as_str()));
+                }
+                (String::new(), tail, 6, 0, channels.len())
+            }
+        };
         invocation
             .arg(format!("{:016x}", rand::random::<u64>()))
             .arg(&head[..])
@@ -362,7 +383,18 @@ impl Shared {
             .arg(self.ttl_ms)
             .arg(if message.idempotent { "1" } else { "0" })
             .arg(&self.keys.channel)
-            .arg(first_user);
+            .arg(first_expiring)
+            .arg(channels);
+        if let PushTarget::Channels(names) = &message.target {
+            for channel in names {
+                let (_, tail) = message_parts(
+                    &message.id,
+                    Stream::Channel(channel.as_str()),
+                    &message.data,
+                );
+                invocation.arg(format!("#{channel}")).arg(tail.to_vec());
+            }
+        }
         let mut conn = self.conn.clone();
         let (fresh, cursor): (i64, String) =
             invocation.invoke_async(&mut conn).await.map_err(|err| {
@@ -373,42 +405,64 @@ impl Shared {
             .parse::<Cursor>()
             .map_err(|_| BusError::Unavailable("redis returned a malformed cursor".into()))?;
         if fresh == 1 {
-            match stream {
-                StreamKind::Broadcast => self.counters.published_broadcast.increment(1),
-                StreamKind::User => self.counters.published_user.increment(1),
+            match &message.target {
+                PushTarget::Broadcast => self.counters.published_broadcast.increment(1),
+                PushTarget::Users(_) => self.counters.published_user.increment(1),
+                PushTarget::Channels(names) => {
+                    self.counters
+                        .published_channel
+                        .increment(names.len() as u64);
+                }
             }
         }
         Ok(Published {
             id: message.id,
             cursor,
             users,
+            channels,
             duplicate: fresh == 0,
         })
     }
 
-    /// History after `cursor` for `user`: `(complete, position, frames)`.
+    /// History after `cursor` for `user` in `channels`: `(complete,
+    /// position, frames)`.
     async fn read(
         &self,
         user: &UserId,
+        channels: &[Channel],
         cursor: Cursor,
     ) -> redis::RedisResult<(bool, Cursor, Vec<Frame>)> {
         let mut conn = self.conn.clone();
-        let (complete, epoch, current, broadcast, own): (i64, String, u64, Value, Value) = self
-            .resume
+        let mut invocation = self.resume.prepare_invoke();
+        invocation
             .key(&self.keys.epoch)
             .key(&self.keys.seq)
             .key(&self.keys.aged)
             .key(&self.keys.broadcast)
-            .key(self.keys.user(user.as_str()))
+            .key(self.keys.user(user.as_str()));
+        for channel in channels {
+            invocation.key(self.keys.channel(channel.as_str()));
+        }
+        let reply: Vec<Value> = invocation
             .arg(format!("{:016x}", cursor.epoch))
             .arg(cursor.seq)
             .invoke_async(&mut conn)
             .await?;
+        let mut reply = reply.into_iter();
+        let (Some(complete), Some(epoch), Some(current)) =
+            (reply.next(), reply.next(), reply.next())
+        else {
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::UnexpectedReturnType,
+                "resume.lua answered in an unexpected shape",
+            )));
+        };
+        let complete: i64 = redis::from_redis_value(complete)?;
+        let epoch: String = redis::from_redis_value(epoch)?;
+        let current: u64 = redis::from_redis_value(current)?;
         let epoch = u64::from_str_radix(&epoch, 16).unwrap_or(0);
         let position = Cursor::new(epoch, current);
-        let mut frames: Vec<Frame> = entries(epoch, broadcast)
-            .chain(entries(epoch, own))
-            .collect();
+        let mut frames: Vec<Frame> = reply.flat_map(|stream| entries(epoch, stream)).collect();
         frames.sort_by_key(Frame::seq);
         let complete = complete == 1 && (self.history_size > 0 || cursor.seq >= current);
         Ok((complete, position, frames))
@@ -417,9 +471,14 @@ impl Shared {
     /// Attaches, then reads history, then queues the resume.
     async fn open(&self, open: Open) -> Result<Opened, AtCapacity> {
         let user = open.user.clone();
-        let attached =
-            self.registry
-                .attach(open.user, open.transport, open.expires_at, open.now_ms)?;
+        let channels = open.channels.clone();
+        let attached = self.registry.attach(
+            open.user,
+            open.transport,
+            open.expires_at,
+            open.now_ms,
+            open.channels,
+        )?;
         let _ = self.presence.send((user.clone(), 1));
         let Some(cursor) = open.cursor else {
             return Ok(Opened::Attached(attached));
@@ -430,7 +489,7 @@ impl Shared {
             shared: self,
             conn: &attached.conn,
         };
-        let read = self.read(&user, cursor).await;
+        let read = self.read(&user, &channels, cursor).await;
         std::mem::forget(unopened);
         let (complete, position, history) = match read {
             Ok(read) => read,
@@ -527,6 +586,14 @@ impl Bus for RedisBus {
 
     fn position(&self) -> Cursor {
         *self.shared.position.lock()
+    }
+
+    fn channel_presence<'a>(
+        &'a self,
+        channel: &'a Channel,
+        max_listed: usize,
+    ) -> BoxFuture<'a, Result<ChannelMembers, BusError>> {
+        Box::pin(presence::channel_members(&self.shared, channel, max_listed))
     }
 
     fn presence(&self, user: &UserId) -> BoxFuture<'_, Result<usize, BusError>> {

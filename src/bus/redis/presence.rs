@@ -1,6 +1,7 @@
 //! Cluster-wide presence: each node keeps a hash of its connection counts
-//! per user, refreshed from its registry on every heartbeat and expiring
-//! with the node, so a crashed node's counts vanish after the presence ttl.
+//! per user, and one per channel it has connections in (user -> count),
+//! refreshed from its registry on every heartbeat and expiring with the
+//! node, so a crashed node's counts vanish after the presence ttl.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,8 +11,9 @@ use tokio::sync::mpsc;
 use tracing::warn;
 
 use super::Shared;
-use crate::bus::BusError;
-use crate::protocol::UserId;
+use crate::bus::{BusError, ChannelMembers};
+use crate::protocol::{Channel, UserId};
+use crate::registry::MembershipChange;
 
 /// Replaces the node's hash with a snapshot and records its heartbeat.
 /// KEYS[1] the node's hash, KEYS[2] the nodes zset; ARGV[1] node, ARGV[2]
@@ -48,6 +50,56 @@ end
 return total
 ";
 
+/// Adds a delta to one user's count in one channel on this node, and
+/// records the channel in the node's set (so a heartbeat can clear it).
+/// KEYS[1] the channel's hash on this node, KEYS[2] the node's channel set;
+/// ARGV[1] user, ARGV[2] delta, ARGV[3] ttl ms, ARGV[4] channel.
+const CHANNEL_CHANGE: &str = r"
+local n = redis.call('HINCRBY', KEYS[1], ARGV[1], ARGV[2])
+if n <= 0 then redis.call('HDEL', KEYS[1], ARGV[1]) end
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('SADD', KEYS[2], ARGV[4])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+return n
+";
+
+/// Replaces the node's channel hashes with a snapshot.
+/// KEYS[1] the node's channel set; ARGV[1] the hash prefix (`P:cp:<node>:`),
+/// ARGV[2] ttl ms, then per channel: name, number of users N, N user/count
+/// pairs.
+const CHANNELS_BEAT: &str = r"
+for _, name in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  redis.call('DEL', ARGV[1] .. name)
+end
+redis.call('DEL', KEYS[1])
+local i = 3
+while i <= #ARGV do
+  local name, n = ARGV[i], tonumber(ARGV[i + 1])
+  local hash = ARGV[1] .. name
+  for j = 0, n - 1 do
+    redis.call('HSET', hash, ARGV[i + 2 + 2 * j], ARGV[i + 3 + 2 * j])
+  end
+  redis.call('PEXPIRE', hash, ARGV[2])
+  redis.call('SADD', KEYS[1], name)
+  i = i + 2 + 2 * n
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+";
+
+/// A channel's user/count pairs over live nodes, flattened.
+/// KEYS[1] the nodes zset; ARGV[1] prefix, ARGV[2] channel, ARGV[3] ttl ms.
+const CHANNEL_MEMBERS: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local out = {}
+for _, node in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], now - tonumber(ARGV[3]), '+inf')) do
+  local pairs = redis.call('HGETALL', ARGV[1] .. ':cp:' .. node .. ':' .. ARGV[2])
+  for j = 1, #pairs do out[#out + 1] = pairs[j] end
+end
+return out
+";
+
 fn nodes_key(shared: &Shared) -> String {
     format!("{}:nodes", shared.keys.prefix)
 }
@@ -58,13 +110,18 @@ fn nodes_key(shared: &Shared) -> String {
 pub(super) async fn run(
     shared: Arc<Shared>,
     mut changes: mpsc::UnboundedReceiver<(UserId, i64)>,
+    mut memberships: mpsc::UnboundedReceiver<MembershipChange>,
     ttl: Duration,
 ) {
     let node = format!("{:016x}", rand::random::<u64>());
     let hash = format!("{}:presence:{node}", shared.keys.prefix);
+    let channel_prefix = format!("{}:cp:{node}:", shared.keys.prefix);
+    let channel_set = format!("{}:cpn:{node}", shared.keys.prefix);
     let ttl_ms = crate::clamp::millis(ttl);
     let heartbeat = Script::new(HEARTBEAT);
     let change = Script::new(CHANGE);
+    let channel_change = Script::new(CHANNEL_CHANGE);
+    let channels_beat = Script::new(CHANNELS_BEAT);
     let mut beat = tokio::time::interval(ttl / 3);
     beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -81,9 +138,34 @@ pub(super) async fn run(
                     .await
                     .map(drop)
             }
+            next = memberships.recv() => {
+                let Some((channel, user, delta)) = next else { return };
+                channel_change
+                    .key(format!("{channel_prefix}{channel}"))
+                    .key(&channel_set)
+                    .arg(user.as_str())
+                    .arg(delta)
+                    .arg(ttl_ms)
+                    .arg(channel.as_str())
+                    .invoke_async::<i64>(&mut conn)
+                    .await
+                    .map(drop)
+            }
             _ = beat.tick() => {
                 // Changes queued so far are in the snapshot.
                 while changes.try_recv().is_ok() {}
+                while memberships.try_recv().is_ok() {}
+                let mut invocation = channels_beat.prepare_invoke();
+                invocation.key(&channel_set).arg(&channel_prefix).arg(ttl_ms);
+                for (channel, users) in shared.registry.channel_snapshot() {
+                    invocation.arg(channel.as_str()).arg(users.len());
+                    for (user, count) in users {
+                        invocation.arg(user.as_str()).arg(count);
+                    }
+                }
+                if let Err(err) = invocation.invoke_async::<i64>(&mut conn).await {
+                    warn!(error = %err, "redis: channel presence update failed");
+                }
                 let mut invocation = heartbeat.prepare_invoke();
                 invocation.key(&hash).key(nodes_key(&shared)).arg(&node).arg(ttl_ms);
                 for (user, count) in shared.registry.connection_counts() {
@@ -96,6 +178,32 @@ pub(super) async fn run(
             warn!(error = %err, "redis: presence update failed");
         }
     }
+}
+
+/// Who is in `channel` over every live node.
+pub(super) async fn channel_members(
+    shared: &Shared,
+    channel: &Channel,
+    max_listed: usize,
+) -> Result<ChannelMembers, BusError> {
+    let mut conn = shared.conn.clone();
+    let pairs: Vec<(String, u64)> = Script::new(CHANNEL_MEMBERS)
+        .key(nodes_key(shared))
+        .arg(&shared.keys.prefix)
+        .arg(channel.as_str())
+        .arg(shared.presence_ttl_ms)
+        .invoke_async(&mut conn)
+        .await
+        .map_err(|err| BusError::Unavailable(err.to_string()))?;
+    let subscribers = pairs.iter().map(|(_, n)| *n as usize).sum();
+    let mut users: Vec<UserId> = pairs
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .filter_map(|(user, _)| UserId::parse(&user).ok())
+        .collect();
+    users.sort_unstable();
+    users.dedup();
+    Ok(ChannelMembers::new(subscribers, users, max_listed))
 }
 
 /// A user's connections over every live node.

@@ -1,13 +1,19 @@
--- Numbers a message, records it in history and publishes it: one atomic step,
--- so no node can see a message live that history lacks, or the reverse.
+-- Numbers a push's messages, records them in history and publishes them: one
+-- atomic step, so no node can see a message live that history lacks, or the
+-- reverse. A broadcast or a personal push is one message (to every stream in
+-- KEYS[6..]); a push to channels is one message per channel, each to its own
+-- stream and with its own frame.
 --
 -- KEYS[1] sequence   KEYS[2] epoch   KEYS[3] age watermark   KEYS[4] publish times (zset)
 -- KEYS[5] idempotency key (unused when ARGV[7] ~= '1')   KEYS[6..] history streams
 -- ARGV[1] epoch to create if none   ARGV[2] frame head   ARGV[3] frame tail
 -- ARGV[4] target ('*' or user ids joined by ',')   ARGV[5] history size   ARGV[6] ttl ms
--- ARGV[7] '1' if the push id is an idempotency key   ARGV[8] channel
--- ARGV[9] index of the first user stream in KEYS (user streams expire with the ttl)
--- Returns {1, cursor} for a new message, {0, cursor of the first} for a duplicate.
+-- ARGV[7] '1' if the push id is an idempotency key   ARGV[8] pub/sub channel
+-- ARGV[9] index of the first stream in KEYS that expires with the ttl
+-- ARGV[10] number of channel messages (0: one message to every stream)
+-- ARGV[11..] for each channel message: its target ('#' .. channel), its frame tail
+-- Returns {1, cursor of the last message} for a new push, {0, what the first
+-- returned} for a duplicate.
 
 local ttl = tonumber(ARGV[6])
 if ARGV[7] == '1' then
@@ -20,16 +26,11 @@ if not epoch then
   epoch = ARGV[1]
   redis.call('SET', KEYS[2], epoch)
 end
--- Formatted with '%d': tostring() would print 1e14 and up as '1e+14'.
-local seq = string.format('%d', redis.call('INCR', KEYS[1]))
-local cursor = epoch .. '-' .. seq
-local frame = ARGV[2] .. cursor .. ARGV[3]
 
 -- Age: the newest message published before now - ttl is the watermark.
 local time = redis.call('TIME')
 local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local cutoff = now_ms - ttl
-redis.call('ZADD', KEYS[4], now_ms, seq)
 local aged = tonumber(redis.call('GET', KEYS[3]) or '0')
 local old = redis.call('ZREVRANGEBYSCORE', KEYS[4], '(' .. cutoff, '-inf', 'LIMIT', 0, 1)
 if old[1] then
@@ -48,24 +49,44 @@ local function drop(stream, entries)
 end
 
 local size = tonumber(ARGV[5])
-local first_user = tonumber(ARGV[9])
-if size > 0 then
-  for k = 6, #KEYS do
-    local stream = KEYS[k]
-    redis.call('XADD', stream, seq .. '-0', 'f', frame)
-    local len = redis.call('XLEN', stream)
-    if len > size then
-      drop(stream, redis.call('XRANGE', stream, '-', '+', 'COUNT', len - size))
-    end
-    if aged > 0 then
-      drop(stream, redis.call('XRANGE', stream, '-', string.format('%d', aged) .. '-0'))
-    end
-    if k >= first_user then redis.call('PEXPIRE', stream, ttl) end
+local first_expiring = tonumber(ARGV[9])
+local function record(k, seq, frame)
+  if size == 0 then return end
+  local stream = KEYS[k]
+  redis.call('XADD', stream, seq .. '-0', 'f', frame)
+  local len = redis.call('XLEN', stream)
+  if len > size then
+    drop(stream, redis.call('XRANGE', stream, '-', '+', 'COUNT', len - size))
+  end
+  if aged > 0 then
+    drop(stream, redis.call('XRANGE', stream, '-', string.format('%d', aged) .. '-0'))
+  end
+  if k >= first_expiring then redis.call('PEXPIRE', stream, ttl) end
+end
+
+-- Formatted with '%d': tostring() would print 1e14 and up as '1e+14'.
+local function next_seq() return string.format('%d', redis.call('INCR', KEYS[1])) end
+
+local seq, cursor
+local channels = tonumber(ARGV[10])
+if channels == 0 then
+  seq = next_seq()
+  cursor = epoch .. '-' .. seq
+  local frame = ARGV[2] .. cursor .. ARGV[3]
+  for k = 6, #KEYS do record(k, seq, frame) end
+  redis.call('PUBLISH', ARGV[8], seq .. '\n' .. cursor .. '\n' .. ARGV[4] .. '\n' .. frame)
+else
+  for i = 1, channels do
+    seq = next_seq()
+    cursor = epoch .. '-' .. seq
+    local frame = ARGV[2] .. cursor .. ARGV[10 + 2 * i]
+    record(5 + i, seq, frame)
+    redis.call('PUBLISH', ARGV[8], seq .. '\n' .. cursor .. '\n' .. ARGV[9 + 2 * i] .. '\n' .. frame)
   end
 end
+redis.call('ZADD', KEYS[4], now_ms, seq)
 
 if ARGV[7] == '1' then
   redis.call('SET', KEYS[5], cursor, 'PX', ttl)
 end
-redis.call('PUBLISH', ARGV[8], seq .. '\n' .. cursor .. '\n' .. ARGV[4] .. '\n' .. frame)
 return {1, cursor}

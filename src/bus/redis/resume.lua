@@ -1,9 +1,10 @@
--- Reads what a client missed after its cursor: the broadcast stream and its own.
+-- Reads what a client missed after its cursor: the broadcast stream, its own
+-- and its channels'.
 --
 -- KEYS[1] epoch   KEYS[2] sequence   KEYS[3] age watermark
--- KEYS[4] broadcast stream   KEYS[5] the user's stream
+-- KEYS[4..] the streams: broadcast, the user's, then each channel's
 -- ARGV[1] the cursor's epoch   ARGV[2] the cursor's sequence number
--- Returns {complete (0/1), epoch, current sequence, broadcast entries, user entries};
+-- Returns {complete (0/1), epoch, current sequence, entries of KEYS[4], of KEYS[5], ...};
 -- entries are {id, {'f', frame}}.
 --
 -- Lua numbers are doubles, and tostring() prints 1e14 and up as '1e+14',
@@ -14,7 +15,7 @@
 local epoch = redis.call('GET', KEYS[1]) or ''
 local current = tonumber(redis.call('GET', KEYS[2]) or '0')
 if epoch ~= ARGV[1] then
-  return {0, epoch, current, {}, {}}
+  return {0, epoch, current}
 end
 local after = tonumber(ARGV[2]) or 0
 if after > current then after = current end
@@ -34,11 +35,12 @@ local function covers(stream)
   return true
 end
 
-local complete = 0
-if covers(KEYS[4]) and covers(KEYS[5]) then complete = 1 end
+local complete = 1
 local from = '(' .. string.format('%d', after) .. '-0'
-return {
-  complete, epoch, current,
-  redis.call('XRANGE', KEYS[4], from, '+'),
-  redis.call('XRANGE', KEYS[5], from, '+'),
-}
+local reply = {0, epoch, current}
+for k = 4, #KEYS do
+  if not covers(KEYS[k]) then complete = 0 end
+  reply[#reply + 1] = redis.call('XRANGE', KEYS[k], from, '+')
+end
+reply[1] = complete
+return reply
