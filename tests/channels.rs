@@ -174,11 +174,16 @@ impl Client {
     }
 }
 
-/// Publishes a broadcast and returns its cursor: where the scenarios'
-/// clients start from.
-async fn start_cursor(gw: &Gateway) -> String {
-    let answer = push(gw, json!({"to": "*", "data": "start"})).await;
-    answer["cursor"].as_str().expect("a cursor").to_owned()
+/// The cursor a WebSocket opened with `query` (token and channels) is
+/// given with a broadcast: where the scenarios' clients start from. It
+/// covers the connection's channels, so a client resuming from it with the
+/// same channels resumes them.
+async fn start_cursor(gw: &Gateway, query: &str) -> String {
+    let mut ws = gw.try_connect(query, &[]).await.expect("ws connects");
+    push(gw, json!({"to": "*", "data": "start"})).await;
+    let frame = next_json(&mut ws, WAIT).await;
+    assert_eq!(frame["data"], "start", "{frame}");
+    frame["cursor"].as_str().expect("a cursor").to_owned()
 }
 
 // --- joined on connect -------------------------------------------------
@@ -186,12 +191,10 @@ async fn start_cursor(gw: &Gateway) -> String {
 async fn claim_and_asked_channels_are_joined(config: Config) {
     let gw = Gateway::start(config).await;
     for transport in RESUMABLE {
-        let start = start_cursor(&gw).await;
         let user = format!("claim-{}", transport.as_str());
-        let query = format!(
-            "token={}&channels=news,product.9&cursor={start}",
-            token(&user, &["vip"])
-        );
+        let query = format!("token={}&channels=news,product.9", token(&user, &["vip"]));
+        let start = start_cursor(&gw, &query).await;
+        let query = format!("{query}&cursor={start}");
         // With a cursor, whatever is pushed from here on reaches the
         // client, live or from history (a poll only asks once it reads).
         let mut client = Client::open(&gw, transport, &query).await;
@@ -464,7 +467,7 @@ async fn resume_of_several_channels(config: Config) {
     for transport in RESUMABLE {
         let user = format!("resume-{}", transport.as_str());
         let tok = token(&user, &["vip"]);
-        let start = start_cursor(&gw).await;
+        let start = start_cursor(&gw, &format!("token={tok}&channels=news")).await;
         // Missed while away: two channels of the client's, one not.
         let script = [
             ("vip", 1),
@@ -515,6 +518,64 @@ async fn resume_of_several_channels(config: Config) {
             [json!(1), json!(4), json!(12), json!(13), json!(14)],
             "{transport:?}"
         );
+    }
+}
+
+async fn joined_since(config: Config) {
+    let gw = Gateway::start(config).await;
+    for transport in RESUMABLE {
+        let tok = token(&format!("since-{}", transport.as_str()), &[]);
+        let start = start_cursor(&gw, &format!("token={tok}&channels=news")).await;
+        push(&gw, json!({"to": {"channels": ["news"]}, "data": 1})).await;
+        push(&gw, json!({"to": {"channels": ["product.5"]}, "data": 2})).await;
+        let query = format!("token={tok}&channels=news,product.5&cursor={start}");
+        let mut client = Client::open(&gw, transport, &query).await;
+        let recover = client.next().await;
+        assert_eq!(
+            (recover["type"].as_str(), recover["complete"].as_bool()),
+            (Some("recover"), Some(true)),
+            "{transport:?}: {recover}"
+        );
+        assert_eq!(
+            channel_message(&client.next_message().await),
+            ("news".into(), json!(1)),
+            "{transport:?}"
+        );
+        // product.5 was joined since the cursor: it starts live.
+        push(&gw, json!({"to": {"channels": ["product.5"]}, "data": 3})).await;
+        // (A poll asks again with its last cursor: its answer starts
+        // with a `recover` frame.)
+        let frame = client.next_message().await;
+        assert_eq!(
+            channel_message(&frame),
+            ("product.5".into(), json!(3)),
+            "{transport:?}"
+        );
+        // The frames' cursor now covers both channels.
+        let cursor = frame["cursor"].as_str().expect("cursor").to_owned();
+        drop(client);
+        push(&gw, json!({"to": {"channels": ["product.5"]}, "data": 4})).await;
+        let query = format!("token={tok}&channels=news,product.5&cursor={cursor}");
+        let mut client = Client::open(&gw, transport, &query).await;
+        let recover = client.next().await;
+        assert_eq!(recover["complete"], true, "{transport:?}: {recover}");
+        assert_eq!(
+            channel_message(&client.next_message().await),
+            ("product.5".into(), json!(4)),
+            "{transport:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_channel_joined_since_the_cursor_starts_live() {
+    joined_since(memory()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_channel_joined_since_the_cursor_starts_live_on_redis() {
+    if let Some(config) = on_redis("ch-since") {
+        joined_since(config).await;
     }
 }
 
@@ -674,7 +735,10 @@ async fn subscribe_in_rounds(gw: &Gateway, user: &str, rounds: usize) -> Vec<Vec
             .await;
         let mut seen = Vec::new();
         let frame = ws.next().await;
-        assert_eq!(frame["type"], "subscribed", "nothing comes before it: {frame}");
+        assert_eq!(
+            frame["type"], "subscribed",
+            "nothing comes before it: {frame}"
+        );
         // Stay for a few messages (fewer each round), then leave.
         let stay = 3 + round % 4;
         for _ in 0..stay {

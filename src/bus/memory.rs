@@ -15,6 +15,7 @@ use crate::history::{Cursor, Dedupe, History, StreamKey};
 use crate::metrics::Counters;
 use crate::protocol::frame::{Frame, Stream};
 use crate::protocol::{Channel, Transport, UserId};
+use crate::registry::conn::suffix_of;
 use crate::registry::{AtCapacity, Conn, Registry};
 use crate::wheel::Clock;
 
@@ -189,27 +190,33 @@ impl MemoryBus {
         Frame::message(cursor.seq, id, &cursor.to_string(), stream, data)
     }
 
-    /// What `user`, in `channels`, is owed after `cursor`.
-    fn resume(&self, state: &State, user: &UserId, channels: &[Channel], cursor: Cursor) -> Resume {
+    /// What `user`, in `channels` (those `coverage` covers resume, the
+    /// rest start live), is owed after `cursor`.
+    fn resume(&self, state: &State, open: &Open, cursor: Cursor) -> Resume {
         let position = Cursor::new(self.epoch, state.last_seq);
         if cursor.epoch != self.epoch {
             return Resume::new(false, position, Vec::new());
         }
-        let mut keys = Vec::with_capacity(channels.len() + 1);
-        keys.push(StreamKey::User(user.clone()));
-        keys.extend(channels.iter().cloned().map(StreamKey::Channel));
+        let covered: Vec<Channel> = open
+            .channels
+            .iter()
+            .filter(|c| open.coverage.covers(c.as_str()))
+            .cloned()
+            .collect();
+        let mut keys = Vec::with_capacity(covered.len() + 1);
+        keys.push(StreamKey::User(open.user.clone()));
+        keys.extend(covered.iter().cloned().map(StreamKey::Channel));
         let recovery = state.history.read(&keys, cursor.seq);
         let missed = recovery.items.into_iter().map(|(_, frame)| frame).collect();
-        Resume::new(recovery.complete, position, missed)
+        Resume::new(recovery.complete, position, missed).covering(suffix_of(&covered))
     }
 
     fn open_now(&self, open: Open) -> Result<Opened, AtCapacity> {
         let state = self.state.lock();
-        let resume = open
-            .cursor
-            .map(|c| self.resume(&state, &open.user, &open.channels, c));
+        let resume = open.cursor.map(|c| self.resume(&state, &open, c));
         if open.transport == Transport::Poll && resume.as_ref().is_some_and(Resume::is_news) {
-            let frames = resume.map(Resume::into_frames).unwrap_or_default();
+            let suffix = suffix_of(&open.channels);
+            let frames = resume.map(|r| r.into_frames(&suffix)).unwrap_or_default();
             return Ok(Opened::Ready(frames));
         }
         let attached = self.registry.attach(
@@ -343,6 +350,7 @@ mod tests {
             expires_at: None,
             cursor,
             channels: Vec::new(),
+            coverage: Default::default(),
             now_ms: 0,
         };
         match bus.open_now(open).expect("room") {

@@ -12,7 +12,7 @@ mod resume;
 use futures_util::future::BoxFuture;
 use serde_json::value::RawValue;
 
-use crate::history::Cursor;
+use crate::history::{Coverage, Cursor};
 use crate::protocol::frame::Frame;
 use crate::protocol::{Channel, Transport, UserId};
 use crate::registry::{AtCapacity, Attached, Conn};
@@ -115,6 +115,9 @@ pub struct Open {
     /// The channels it is in (its token's claim and what it asked for),
     /// already checked.
     pub channels: Vec<Channel>,
+    /// Which of them its cursor covers: those resume from the cursor, the
+    /// others (joined since) start live.
+    pub coverage: Coverage,
     /// Now, in ms on the timer's clock.
     pub now_ms: u64,
 }

@@ -2,16 +2,27 @@
 //! cursor is owed, and how it is queued on its new connection without a
 //! gap or a duplicate at the seam with live delivery.
 
+use std::sync::Arc;
+
 use crate::history::Cursor;
 use crate::protocol::Transport;
 use crate::protocol::frame::Frame;
 use crate::registry::Conn;
 
 /// A `recover` frame and the messages missed after a cursor, in order.
+///
+/// Cursors and channels: the missed messages come from the channels the
+/// client's cursor covered, so each carries the cursor suffix of those
+/// channels; the `recover` frame and the last missed message carry the
+/// position and the suffix of every channel the connection is in now (a
+/// channel joined since starts live there: nothing of the covered
+/// channels lies between the last missed message and the position).
 #[derive(Debug)]
 pub(crate) struct Resume {
-    frames: Vec<Frame>,
-    news: bool,
+    complete: bool,
+    position: Cursor,
+    missed: Vec<Frame>,
+    missed_suffix: Arc<str>,
 }
 
 impl Resume {
@@ -19,22 +30,43 @@ impl Resume {
     /// after its cursor, `position` the cursor to go on from, `missed`
     /// the messages after the cursor.
     pub(crate) fn new(complete: bool, position: Cursor, missed: Vec<Frame>) -> Self {
-        let news = !complete || !missed.is_empty();
-        let mut frames = Vec::with_capacity(missed.len() + 1);
-        frames.push(Frame::recover(complete, &position.to_string()));
-        frames.extend(missed);
-        Self { frames, news }
+        Self {
+            complete,
+            position,
+            missed,
+            missed_suffix: Arc::from(""),
+        }
+    }
+
+    /// The cursor suffix of the channels the client's cursor covered, for
+    /// the missed messages.
+    pub(crate) fn covering(mut self, suffix: Arc<str>) -> Self {
+        self.missed_suffix = suffix;
+        self
     }
 
     /// Whether the client missed something (a message, or a gap history
     /// no longer covers): a long-poll is then answered at once.
     pub(crate) fn is_news(&self) -> bool {
-        self.news
+        !self.complete || !self.missed.is_empty()
     }
 
-    /// The frames, `recover` first.
-    pub(crate) fn into_frames(self) -> Vec<Frame> {
-        self.frames
+    /// The frames, `recover` first, every cursor ending in `suffix` (the
+    /// connection's channels' coverage).
+    pub(crate) fn into_frames(self, suffix: &Arc<str>) -> Vec<Frame> {
+        let mut frames = Vec::with_capacity(self.missed.len() + 1);
+        let cursor = format!("{}{suffix}", self.position);
+        frames.push(Frame::recover(self.complete, &cursor));
+        let last = self.missed.len().saturating_sub(1);
+        for (i, frame) in self.missed.iter().enumerate() {
+            let own = if i == last && **suffix != *self.missed_suffix {
+                frame.with_cursor(&cursor)
+            } else {
+                None
+            };
+            frames.push(own.unwrap_or_else(|| frame.with_cursor_suffix(&self.missed_suffix)));
+        }
+        frames
     }
 
     /// Queues the resume on a newly attached connection, ahead of live
@@ -46,7 +78,8 @@ impl Resume {
     pub(crate) fn seat(resume: Option<Self>, conn: &Conn, transport: Transport, floor: u64) {
         match resume {
             Some(resume) if transport != Transport::Poll => {
-                conn.outbound.push_resume(resume.frames, floor);
+                let frames = resume.into_frames(&conn.cursor_suffix());
+                conn.outbound.push_resume(frames, floor);
             }
             _ => conn.outbound.discard_through(floor),
         }
@@ -59,7 +92,7 @@ mod tests {
 
     fn kinds(resume: Resume) -> Vec<String> {
         resume
-            .into_frames()
+            .into_frames(&Arc::from(""))
             .iter()
             .map(|f| String::from_utf8_lossy(f.json()).into_owned())
             .collect()

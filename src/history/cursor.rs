@@ -11,6 +11,24 @@
 //! recognised as not covered rather than misread.
 //!
 //! Wire form (opaque to clients): `<epoch, 16 hex digits>-<seq, decimal>`.
+//!
+//! A connection's cursor ([`ConnCursor`]) adds what its channels need:
+//!
+//! ```text
+//! cursor   = position *("." position) ["~" coverage]
+//! position = epoch "-" seq            ; one per shard of the broker, in shard order
+//! coverage = *(8 HEXDIG)              ; one per channel covered, sorted, no repeats
+//! ```
+//!
+//! Today every broker has one shard, so one position; a sharded broker
+//! (streams spread over several Redis nodes, each with its own sequence)
+//! writes one position per shard, and resume reads each shard from its own
+//! position. The coverage names the channels the connection was in when
+//! the cursor was written (32-bit FNV-1a of each name): a channel it names
+//! resumes from the position, any other (joined since) starts live. A
+//! connection in no channel writes no coverage, so its cursor is exactly a
+//! v1 cursor. Size: 17 to 37 bytes per position, plus 1 + 8 per channel
+//! (64 channels, the default limit: at most 550 bytes).
 
 use std::fmt;
 use std::str::FromStr;
@@ -73,10 +91,182 @@ impl FromStr for Cursor {
     }
 }
 
+/// The most positions a cursor may carry (shards of a broker).
+pub const MAX_POSITIONS: usize = 64;
+
+/// The most channels a cursor's coverage may name.
+pub const MAX_COVERED: usize = 10_000;
+
+/// The channels a connection's cursor covers, as sorted 32-bit FNV-1a
+/// hashes of their names: compact, and the same on every node.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Coverage(Vec<u32>);
+
+impl Coverage {
+    /// The coverage of a connection in `names`.
+    pub fn of<'a>(names: impl IntoIterator<Item = &'a str>) -> Self {
+        let mut hashes: Vec<u32> = names.into_iter().map(fnv1a).collect();
+        hashes.sort_unstable();
+        hashes.dedup();
+        Self(hashes)
+    }
+
+    /// Whether a cursor with this coverage covers channel `name`.
+    pub fn covers(&self, name: &str) -> bool {
+        self.0.binary_search(&fnv1a(name)).is_ok()
+    }
+
+    /// Whether it names no channel.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// What follows the position in a cursor: `~` and 8 hex digits per
+    /// channel, or nothing for none.
+    pub fn suffix(&self) -> String {
+        if self.0.is_empty() {
+            return String::new();
+        }
+        let mut out = String::with_capacity(1 + 8 * self.0.len());
+        out.push('~');
+        for hash in &self.0 {
+            out.push_str(&format!("{hash:08x}"));
+        }
+        out
+    }
+}
+
+/// 32-bit FNV-1a: stable across builds and machines (cursors travel
+/// between nodes and outlive processes), unlike std's hasher.
+fn fnv1a(name: &str) -> u32 {
+    name.bytes().fold(0x811c_9dc5, |hash, byte| {
+        (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
+    })
+}
+
+/// A cursor as a client hands it back: its positions and the channels it
+/// covers (see the module's grammar).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnCursor {
+    /// One position per shard (one today).
+    pub positions: Vec<Cursor>,
+    /// The channels it covers.
+    pub coverage: Coverage,
+}
+
+impl ConnCursor {
+    /// The position, if the cursor has exactly one (a broker of one
+    /// shard); a cursor written by a broker with another number of shards
+    /// has `None`, and resumes as a gap.
+    pub fn single(&self) -> Option<Cursor> {
+        match self.positions[..] {
+            [one] => Some(one),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for ConnCursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, position) in self.positions.iter().enumerate() {
+            if i > 0 {
+                f.write_str(".")?;
+            }
+            write!(f, "{position}")?;
+        }
+        f.write_str(&self.coverage.suffix())
+    }
+}
+
+impl FromStr for ConnCursor {
+    type Err = BadCursor;
+
+    fn from_str(raw: &str) -> Result<Self, BadCursor> {
+        let (positions, coverage) = match raw.split_once('~') {
+            Some((positions, coverage)) => (positions, Some(coverage)),
+            None => (raw, None),
+        };
+        let positions: Vec<Cursor> = positions
+            .split('.')
+            .map(str::parse)
+            .collect::<Result<_, _>>()?;
+        if positions.len() > MAX_POSITIONS {
+            return Err(BadCursor);
+        }
+        let coverage = match coverage {
+            None => Coverage::default(),
+            Some(hex) => {
+                let bytes = hex.as_bytes();
+                if bytes.is_empty()
+                    || bytes.len() % 8 != 0
+                    || bytes.len() / 8 > MAX_COVERED
+                    || !bytes.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+                {
+                    return Err(BadCursor);
+                }
+                let hashes: Vec<u32> = bytes
+                    .chunks(8)
+                    .map(|chunk| {
+                        let digits = std::str::from_utf8(chunk).map_err(|_| BadCursor)?;
+                        u32::from_str_radix(digits, 16).map_err(|_| BadCursor)
+                    })
+                    .collect::<Result<_, _>>()?;
+                // Only a sorted list without repeats was ever written.
+                if !hashes.windows(2).all(|w| w[0] < w[1]) {
+                    return Err(BadCursor);
+                }
+                Coverage(hashes)
+            }
+        };
+        Ok(Self {
+            positions,
+            coverage,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_connection_cursor_carries_positions_and_coverage() {
+        let plain: ConnCursor = "deadbeef01234567-42".parse().expect("v1 cursor");
+        assert_eq!(plain.single(), Some(Cursor::new(0xdead_beef_0123_4567, 42)));
+        assert!(plain.coverage.is_empty());
+        assert_eq!(plain.to_string(), "deadbeef01234567-42");
+        let coverage = Coverage::of(["vip", "news", "vip"]);
+        assert!(coverage.covers("vip") && coverage.covers("news"));
+        assert!(!coverage.covers("city:berlin"));
+        let cursor = ConnCursor {
+            positions: vec![Cursor::new(1, 2), Cursor::new(3, 4)],
+            coverage: coverage.clone(),
+        };
+        let text = cursor.to_string();
+        assert_eq!(text.len(), 2 * 18 + 1 + 1 + 16, "{text}");
+        assert_eq!(text.parse::<ConnCursor>(), Ok(cursor.clone()));
+        assert_eq!(cursor.single(), None, "two shards");
+        assert_eq!(Coverage::default().suffix(), "");
+        assert_eq!(fnv1a(""), 0x811c_9dc5);
+        assert_eq!(fnv1a("a"), 0xe40c_292c);
+        for bad in [
+            "",
+            "~",
+            "0000000000000001-2~",
+            "0000000000000001-2~abc",
+            "0000000000000001-2~0000000g",
+            "0000000000000001-2~000000000000000A",
+            "0000000000000001-2~0000000200000001",
+            "0000000000000001-2~0000000100000001",
+            "0000000000000001-2.",
+            ".0000000000000001-2",
+            "0000000000000001-2..0000000000000001-2",
+            "0000000000000001-2~00000001~00000002",
+        ] {
+            assert_eq!(bad.parse::<ConnCursor>(), Err(BadCursor), "{bad:?}");
+        }
+    }
 
     #[test]
     fn cursors_parse_only_in_the_form_pushgate_issues() {
@@ -113,6 +303,32 @@ mod tests {
         #[test]
         fn arbitrary_strings_never_panic(raw in ".{0,64}") {
             let _ = raw.parse::<Cursor>();
+            let _ = raw.parse::<ConnCursor>();
         }
+
+        /// Every cursor a connection can write parses back to itself, and
+        /// what it covers is exactly its channels (no false "covered" for
+        /// names outside the set, barring a 32-bit collision).
+        #[test]
+        fn every_connection_cursor_round_trips(
+            positions in prop::collection::vec((any::<u64>(), any::<u64>()), 1..4),
+            names in prop::collection::vec("[a-z0-9.:_@-]{1,12}", 0..8),
+            other in "[A-Z]{1,8}",
+        ) {
+            let cursor = ConnCursor {
+                positions: positions.iter().map(|(e, s)| Cursor::new(*e, *s)).collect(),
+                coverage: Coverage::of(names.iter().map(String::as_str)),
+            };
+            let text = cursor.to_string();
+            prop_assert_eq!(text.parse::<ConnCursor>(), Ok(cursor.clone()));
+            for name in &names {
+                prop_assert!(cursor.coverage.covers(name));
+            }
+            prop_assert!(!cursor.coverage.covers(&other) || fnv_collides(&other, &names));
+        }
+    }
+
+    fn fnv_collides(name: &str, names: &[String]) -> bool {
+        names.iter().any(|n| fnv1a(n) == fnv1a(name))
     }
 }

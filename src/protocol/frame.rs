@@ -19,6 +19,7 @@
 use std::sync::{Arc, OnceLock};
 
 use bytes::{BufMut, Bytes, BytesMut};
+use parking_lot::Mutex;
 use serde::Serialize;
 use serde_json::value::RawValue;
 use tokio_tungstenite::tungstenite::Utf8Bytes;
@@ -375,7 +376,15 @@ struct FrameInner {
     ws: OnceLock<Bytes>,
     sse: OnceLock<Bytes>,
     sse_chunk: OnceLock<Bytes>,
+    /// The same message with a connection's cursor suffix, for the last
+    /// few suffixes asked for (see [`Frame::with_cursor_suffix`]).
+    variants: Mutex<Vec<(Arc<str>, Frame)>>,
 }
+
+/// Suffixed copies a message frame keeps for reuse: connections in the
+/// same channels share one; past this many different suffixes, copies are
+/// made per connection and not kept.
+const MAX_VARIANTS: usize = 4;
 
 impl Frame {
     fn new(kind: FrameKind, json: Bytes, cursor: Option<&str>) -> Self {
@@ -393,7 +402,62 @@ impl Frame {
             ws: OnceLock::new(),
             sse: OnceLock::new(),
             sse_chunk: OnceLock::new(),
+            variants: Mutex::new(Vec::new()),
         }))
+    }
+
+    /// This message as a connection whose cursor ends in `suffix` (its
+    /// channels' coverage) receives it: the frame's cursor, in the JSON and
+    /// as the SSE id, is the connection's, not the message's. An empty
+    /// suffix (a connection in no channel) and frames that are not
+    /// messages are the frame itself. Connections with the same suffix
+    /// share one copy, encoded once per transport like any frame.
+    pub fn with_cursor_suffix(&self, suffix: &Arc<str>) -> Self {
+        if suffix.is_empty() || self.0.kind != FrameKind::Message {
+            return self.clone();
+        }
+        let mut variants = self.0.variants.lock();
+        if let Some((_, frame)) = variants.iter().find(|(s, _)| s == suffix) {
+            return frame.clone();
+        }
+        let Some(frame) = self.suffixed(suffix) else {
+            return self.clone();
+        };
+        if variants.len() < MAX_VARIANTS {
+            variants.push((Arc::clone(suffix), frame.clone()));
+        }
+        frame
+    }
+
+    fn suffixed(&self, suffix: &str) -> Option<Self> {
+        let cursor = self.0.cursor.as_deref()?;
+        self.with_cursor(&format!("{cursor}{suffix}"))
+    }
+
+    /// This message with `cursor` in place of its own (a copy; see
+    /// `bus::resume` for when a message is sent with a later cursor).
+    /// `None` for a frame that is not a message.
+    pub fn with_cursor(&self, new: &str) -> Option<Self> {
+        if self.0.kind != FrameKind::Message {
+            return None;
+        }
+        let cursor = self.0.cursor.as_deref()?;
+        let json = self.0.json.as_bytes();
+        let field = format!("\"cursor\":\"{cursor}\"");
+        // Inside a JSON string every quote is escaped, so the field's
+        // pattern can only match the field itself.
+        let at = json
+            .windows(field.len())
+            .position(|window| window == field.as_bytes())?;
+        let start = at + "\"cursor\":\"".len();
+        let end = at + field.len() - 1;
+        let mut out = BytesMut::with_capacity(json.len() + new.len());
+        out.put_slice(&json[..start]);
+        // Cursors are `[0-9a-f.~-]`: nothing to escape.
+        out.put_slice(new.as_bytes());
+        out.put_slice(&json[end..]);
+        let json = Utf8Bytes::try_from(out.freeze()).ok()?;
+        Some(Self::from_parts(self.0.kind, self.0.seq, json, Some(new)))
     }
 
     /// The `message` frame of message number `seq`; see [`message`].
@@ -867,6 +931,36 @@ mod tests {
 #[cfg(test)]
 mod parts_tests {
     use super::*;
+
+    #[test]
+    fn a_suffixed_copy_carries_the_connections_cursor_and_is_shared() {
+        let data = RawValue::from_string(r#"{"cursor":"x"}"#.into()).expect("json");
+        let id = r#"a"cursor":"0000000000000001-5""#;
+        let cursor = "0000000000000001-5";
+        let frame = Frame::message(5, id, cursor, Stream::Channel("vip"), &data);
+        let suffix: Arc<str> = Arc::from("~0badcafe");
+        let copy = frame.with_cursor_suffix(&suffix);
+        let json: serde_json::Value = serde_json::from_slice(copy.json()).expect("json");
+        assert_eq!(json["cursor"], "0000000000000001-5~0badcafe");
+        assert_eq!(json["id"], id, "the id is untouched");
+        assert_eq!(json["data"], serde_json::json!({"cursor": "x"}));
+        assert_eq!(json["channel"], "vip");
+        assert_eq!(copy.seq(), 5);
+        assert_eq!(copy.cursor(), Some("0000000000000001-5~0badcafe"));
+        let again = frame.with_cursor_suffix(&Arc::from("~0badcafe"));
+        assert!(Arc::ptr_eq(&copy.0, &again.0), "one copy per suffix");
+        let empty: Arc<str> = Arc::from("");
+        assert!(Arc::ptr_eq(&frame.with_cursor_suffix(&empty).0, &frame.0));
+        let pong = Frame::pong();
+        assert!(Arc::ptr_eq(&pong.with_cursor_suffix(&suffix).0, &pong.0));
+        let later = frame
+            .with_cursor("0000000000000001-9~0badcafe")
+            .expect("a message");
+        let json: serde_json::Value = serde_json::from_slice(later.json()).expect("json");
+        assert_eq!(json["cursor"], "0000000000000001-9~0badcafe");
+        assert_eq!((json["id"].as_str(), later.seq()), (Some(id), 5));
+        assert!(pong.with_cursor("x").is_none());
+    }
 
     #[test]
     fn message_parts_around_a_cursor_are_exactly_the_message() {

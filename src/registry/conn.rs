@@ -1,13 +1,20 @@
 //! One live client connection (a WebSocket, an SSE stream, a parked poll).
 
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use super::outbound::Outbound;
+use crate::history::Coverage;
+use crate::protocol::frame::Frame;
 use crate::protocol::{Channel, Transport, UserId};
+
+/// The cursor suffix of a connection in `channels`.
+pub(crate) fn suffix_of(channels: &[Channel]) -> Arc<str> {
+    Arc::from(Coverage::of(channels.iter().map(Channel::as_str)).suffix())
+}
 use crate::wheel::TimerKey;
 
 /// A process-unique connection number; also the payload of its timer entry.
@@ -32,6 +39,9 @@ pub struct Conn {
     /// The channels it is in. The fan-out checks this list under its lock
     /// while queueing a channel's message (see `registry::channels`).
     pub(crate) channels: Mutex<Vec<Channel>>,
+    /// What its channels add to every cursor it is sent (`~` and their
+    /// coverage; empty in no channel). Changed under `channels`' lock.
+    cursor_suffix: Mutex<Arc<str>>,
     /// Its token's `channels` claim, for a WebSocket's `subscribe` frames.
     claim: OnceLock<Box<[Channel]>>,
     last_seen_ms: AtomicU64,
@@ -59,6 +69,7 @@ impl Conn {
             outbound: Outbound::new(outbound_limit),
             token_expires_at,
             channels: Mutex::new(Vec::new()),
+            cursor_suffix: Mutex::new(Arc::from("")),
             claim: OnceLock::new(),
             last_seen_ms: AtomicU64::new(now_ms),
             deadline_ms: AtomicU64::new(u64::MAX),
@@ -72,6 +83,31 @@ impl Conn {
     /// The channels it is in, in the order joined.
     pub fn channels(&self) -> Vec<Channel> {
         self.channels.lock().clone()
+    }
+
+    /// Sets the channels it is in (call with `channels`' lock held, the
+    /// list in hand) and the cursor suffix that covers them.
+    pub(crate) fn set_channels(&self, list: &mut Vec<Channel>, channels: Vec<Channel>) {
+        *self.cursor_suffix.lock() = suffix_of(&channels);
+        *list = channels;
+    }
+
+    /// Recomputes the cursor suffix after `list` changed (call with
+    /// `channels`' lock held).
+    pub(crate) fn channels_changed(&self, list: &[Channel]) {
+        *self.cursor_suffix.lock() = suffix_of(list);
+    }
+
+    /// What its channels add to a cursor (`""` in no channel).
+    pub fn cursor_suffix(&self) -> Arc<str> {
+        Arc::clone(&self.cursor_suffix.lock())
+    }
+
+    /// `frame` as this connection receives it: with its cursor suffix
+    /// when it is in channels (see `Frame::with_cursor_suffix`).
+    pub fn frame_for(&self, frame: &Frame) -> Option<Frame> {
+        let suffix = self.cursor_suffix.lock();
+        (!suffix.is_empty()).then(|| frame.with_cursor_suffix(&suffix))
     }
 
     /// Records its token's `channels` claim (once).

@@ -210,7 +210,7 @@ impl Registry {
             for channel in &channels {
                 self.channels.join(channel, &conn);
             }
-            *list = channels;
+            conn.set_channels(&mut list, channels);
         }
         self.open[transport.index()].fetch_add(1, Ordering::Relaxed);
         let ended = replaced.as_ref().is_some_and(|old| {
@@ -263,6 +263,7 @@ impl Registry {
                 return Err(TooManyChannels(max));
             }
             list.push(channel.clone());
+            conn.channels_changed(&list);
             // Under the list's lock: a detach that removed the connection
             // first leaves what the list holds once it gets the lock.
             if self.conns.contains_key(&conn.id) {
@@ -280,6 +281,7 @@ impl Registry {
         let mut list = conn.channels.lock();
         if let Some(at) = list.iter().position(|c| c == channel) {
             list.remove(at);
+            conn.channels_changed(&list);
             self.channels.leave(channel, conn.id);
         }
         conn.outbound
@@ -453,7 +455,10 @@ impl Registry {
 }
 
 fn queue(conn: &Conn, frame: &Frame, delivered: &mut Delivered) {
-    match conn.outbound.push_frame(frame) {
+    // The connection's cursor, not the message's: with channels it covers
+    // them too.
+    let own = conn.frame_for(frame);
+    match conn.outbound.push_frame(own.as_ref().unwrap_or(frame)) {
         Pushed::Queued | Pushed::Written => delivered.queued[conn.transport.index()] += 1,
         Pushed::Overflowed => delivered.slow += 1,
         Pushed::Closing | Pushed::Covered => {}

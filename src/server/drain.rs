@@ -97,9 +97,11 @@ fn tell_one(gw: &Gateway, conn: &Arc<Conn>, retry_ms: u64) -> bool {
     // the connection already, and one past it either is too (and counted
     // by `seen`) or never will be.
     let position = gw.bus.position();
+    let suffix = conn.cursor_suffix();
     conn.outbound.push_reconnect(|seen| {
         let cursor = Cursor::new(position.epoch, position.seq.max(seen));
-        Frame::reconnect(ReconnectReason::Draining, retry_ms, &cursor.to_string())
+        let cursor = format!("{cursor}{suffix}");
+        Frame::reconnect(ReconnectReason::Draining, retry_ms, &cursor)
     })
 }
 

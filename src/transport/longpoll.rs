@@ -142,11 +142,9 @@ impl<'a> Parked<'a> {
         conn.outbound.take(&mut batch);
         let mut frames: Vec<Frame> = batch.into_iter().filter_map(to_frame).collect();
         if frames.is_empty() {
-            frames.push(Frame::reconnect(
-                ReconnectReason::PollTimeout,
-                0,
-                &position.to_string(),
-            ));
+            // The connection's cursor: with channels, it covers them too.
+            let cursor = format!("{position}{}", conn.cursor_suffix());
+            frames.push(Frame::reconnect(ReconnectReason::PollTimeout, 0, &cursor));
         }
         frames
     }

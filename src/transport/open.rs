@@ -16,7 +16,7 @@ use tracing::{debug, error};
 use crate::auth::token::bearer;
 use crate::bus::{Open, Opened};
 use crate::gateway::Gateway;
-use crate::history::Cursor;
+use crate::history::{ConnCursor, Coverage, Cursor};
 use crate::http::Body;
 use crate::http::error::ApiError;
 use crate::protocol::frame::Frame;
@@ -37,6 +37,8 @@ pub(crate) struct Client {
     pub expires_at: Option<u64>,
     /// Where it resumes from, if it gave a cursor.
     pub cursor: Option<Cursor>,
+    /// The channels its cursor covers.
+    pub coverage: Coverage,
     /// The channels it is in: its token's claim, then what it asked for.
     pub channels: Vec<Channel>,
     /// Its token's `channels` claim (what it may join beyond public ones).
@@ -125,9 +127,17 @@ pub(crate) fn admit<B>(
         .then(|| req.headers().get("last-event-id"))
         .flatten()
         .and_then(|v| v.to_str().ok());
-    let cursor = match query.cursor.as_deref().or(last_event_id) {
-        Some(raw) => Some(raw.parse::<Cursor>().map_err(|_| ClientError::Cursor)?),
-        None => None,
+    // A cursor with one position per shard of another broker's layout
+    // could not have come from this one.
+    let (cursor, coverage) = match query.cursor.as_deref().or(last_event_id) {
+        Some(raw) => {
+            let cursor = raw.parse::<ConnCursor>().map_err(|_| ClientError::Cursor)?;
+            (
+                Some(cursor.single().ok_or(ClientError::Cursor)?),
+                cursor.coverage,
+            )
+        }
+        None => (None, Coverage::default()),
     };
     if !gw.registry.has_room() {
         return Err(ClientError::AtCapacity);
@@ -136,6 +146,7 @@ pub(crate) fn admit<B>(
         user,
         expires_at,
         cursor,
+        coverage,
         channels,
         claim,
     })
@@ -233,6 +244,7 @@ pub(crate) async fn join(
             expires_at: client.expires_at,
             cursor: client.cursor,
             channels: client.channels,
+            coverage: client.coverage,
             now_ms: gw.now_ms(),
         })
         .await

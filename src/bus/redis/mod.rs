@@ -47,6 +47,7 @@ use crate::history::Cursor;
 use crate::metrics::Counters;
 use crate::protocol::frame::{Frame, Stream, message_parts};
 use crate::protocol::{Channel, Transport, UserId};
+use crate::registry::conn::suffix_of;
 use crate::registry::{AtCapacity, Conn, Outgoing, Registry};
 
 /// The longest wait between attempts to resubscribe.
@@ -279,7 +280,13 @@ impl Shared {
         if resubscribed && before != now {
             let frame = Frame::recover(false, &now.to_string());
             for conn in self.registry.all_connections() {
-                conn.outbound.push_resume(vec![frame.clone()], 0);
+                let suffix = conn.cursor_suffix();
+                let frame = if suffix.is_empty() {
+                    frame.clone()
+                } else {
+                    Frame::recover(false, &format!("{now}{suffix}"))
+                };
+                conn.outbound.push_resume(vec![frame], 0);
             }
             warn!(from = %before, to = %now, "redis: clients told they may have missed messages");
         }
@@ -471,7 +478,13 @@ impl Shared {
     /// Attaches, then reads history, then queues the resume.
     async fn open(&self, open: Open) -> Result<Opened, AtCapacity> {
         let user = open.user.clone();
-        let channels = open.channels.clone();
+        let suffix = suffix_of(&open.channels);
+        let covered: Vec<Channel> = open
+            .channels
+            .iter()
+            .filter(|c| open.coverage.covers(c.as_str()))
+            .cloned()
+            .collect();
         let attached = self.registry.attach(
             open.user,
             open.transport,
@@ -489,7 +502,7 @@ impl Shared {
             shared: self,
             conn: &attached.conn,
         };
-        let read = self.read(&user, &channels, cursor).await;
+        let read = self.read(&user, &covered, cursor).await;
         std::mem::forget(unopened);
         let (complete, position, history) = match read {
             Ok(read) => read,
@@ -498,10 +511,10 @@ impl Shared {
                 (false, *self.position.lock(), Vec::new())
             }
         };
-        let resume = Resume::new(complete, position, history);
+        let resume = Resume::new(complete, position, history).covering(suffix_of(&covered));
         let conn = &attached.conn;
         if open.transport == Transport::Poll && resume.is_news() {
-            let mut frames = resume.into_frames();
+            let mut frames = resume.into_frames(&suffix);
             self.release(conn);
             let mut live = std::collections::VecDeque::new();
             conn.outbound.take(&mut live);
