@@ -25,7 +25,8 @@
 //!   than `max_users` entries is `too_many_users` even if some repeat.
 //!   Repeats are then removed, keeping first-seen order.
 //! - `to` as an object must have `channels`, a list of channel names
-//!   (other keys are ignored); an empty list is `missing_field`, more than
+//!   (other keys are ignored; without it the object is `bad_json`, as any
+//!   other wrong `to`); an empty list is `missing_field`, more than
 //!   `max_channels` entries `too_many_channels`, a name that is not one
 //!   `bad_channel`. Repeats are removed as for users.
 //!
@@ -231,7 +232,9 @@ fn parse_target(
                 channels: Option<&'a RawValue>,
             }
             let to: To<'_> = serde_json::from_str(to.get()).map_err(|_| wrong())?;
-            let list = to.channels.ok_or(PushError::MissingField("to.channels"))?;
+            // An object without `channels` is no target at all (as before
+            // channels existed): the wrong type, not a missing field.
+            let list = to.channels.ok_or_else(wrong)?;
             let entries: Vec<&RawValue> =
                 serde_json::from_str(list.get()).map_err(|_| PushError::WrongType {
                     field: "to.channels".to_owned(),
@@ -541,7 +544,7 @@ mod tests {
             ),
             (
                 br#"{"to":{"alice":1},"data":1}"#,
-                Want::Err("missing_field", "to.channels: missing"),
+                Want::Err("bad_json", r#"to: must be "*", a list of user ids"#),
             ),
             (
                 br#"{"to":{"channels":["vip","vip"]},"data":1}"#,
