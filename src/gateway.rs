@@ -13,13 +13,14 @@ use crate::auth::token::TokenVerifier;
 use crate::bus::{Bus, BusError, MemoryBus, RedisBus};
 use crate::clamp;
 use crate::config::{BrokerKind, Config};
+pub use crate::deadlines::CLOSE_GRACE;
 use crate::deadlines::{self, Deadlines};
 use crate::history::Cursor;
 use crate::metrics::Counters;
-use crate::protocol::PublicChannels;
+use crate::protocol::{PublicChannels, Transport, UserId};
 use crate::registry::users::Limits;
 use crate::registry::{Conn, Registry};
-use crate::wheel::Timer;
+use crate::wheel::{Timer, TimerKey};
 
 /// Shards of the timing wheel: enough that connection tasks on different
 /// cores rarely meet on one mutex.
@@ -89,14 +90,14 @@ pub struct Gateway {
     /// The effective configuration.
     pub config: Config,
     /// Users and connections.
-    pub registry: Arc<Registry>,
+    pub(crate) registry: Arc<Registry>,
     /// The timing wheel every deadline lives on (payloads: see
     /// [`deadlines`]).
-    pub timer: Arc<Timer<u64>>,
+    pub(crate) timer: Arc<Timer<u64>>,
     /// Arms, moves and frees the timer entries.
     pub(crate) deadlines: Arc<Deadlines>,
     /// Where pushes are numbered and fanned out.
-    pub bus: Arc<dyn Bus>,
+    pub(crate) bus: Arc<dyn Bus>,
     /// Client token checks.
     pub tokens: TokenVerifier,
     /// The backend API key.
@@ -170,7 +171,7 @@ impl Gateway {
     }
 
     /// Now, in milliseconds on the timer's clock.
-    pub fn now_ms(&self) -> u64 {
+    pub(crate) fn now_ms(&self) -> u64 {
         self.deadlines.now_ms()
     }
 
@@ -180,22 +181,22 @@ impl Gateway {
     }
 
     /// Whether the gateway is draining (refusing new connections).
-    pub fn is_draining(&self) -> bool {
+    pub(crate) fn is_draining(&self) -> bool {
         self.draining.load(Ordering::Relaxed)
     }
 
     /// Starts draining; true the first time.
-    pub fn start_draining(&self) -> bool {
+    pub(crate) fn start_draining(&self) -> bool {
         !self.draining.swap(true, Ordering::Relaxed)
     }
 
     /// Whether the gateway accepts connections and pushes (`/readyz`).
-    pub fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         !self.is_draining() && self.bus.is_ready()
     }
 
     /// Takes one push from the rate limit, or says how long to wait.
-    pub fn admit_push(&self) -> Result<(), Duration> {
+    pub(crate) fn admit_push(&self) -> Result<(), Duration> {
         let Some(limiter) = &self.push_limiter else {
             return Ok(());
         };
@@ -208,7 +209,7 @@ impl Gateway {
     /// The WebSocket settings for one connection: small buffers (the
     /// library default eagerly allocates 128 KiB per connection) and the
     /// client frame limit.
-    pub fn websocket_config(&self) -> WebSocketConfig {
+    pub(crate) fn websocket_config(&self) -> WebSocketConfig {
         let max = self.config.limits.max_client_frame_bytes;
         WebSocketConfig::default()
             .read_buffer_size(WS_READ_BUFFER_BYTES)
@@ -218,10 +219,40 @@ impl Gateway {
             .max_frame_size(Some(max))
     }
 
+    /// What the gateway holds right now, for tests and operators: counts
+    /// and one user's object, read without exposing the registry, the
+    /// timer or the bus themselves.
+    pub fn inspect(&self) -> Inspection {
+        let registry = &self.registry;
+        Inspection {
+            connections: registry.connections(),
+            by_transport: [Transport::Ws, Transport::Poll, Transport::Sse]
+                .map(|t| registry.connections_of(t)),
+            users: registry.users(),
+            channels: registry.channels(),
+            subscriptions: registry.subscriptions(),
+            timer_entries: self.timer.len(),
+            position: self.bus.position(),
+        }
+    }
+
+    /// One user's object, if it is alive.
+    pub fn user(&self, user: &UserId) -> Option<UserView> {
+        self.registry.user(user).map(|u| {
+            let conns = u.connections();
+            UserView {
+                handle: u.handle,
+                connections: conns.len(),
+                closing: conns.iter().filter(|c| c.outbound.is_closing()).count(),
+                poll_session_entry: u.poll_session.lock().timer,
+            }
+        })
+    }
+
     /// Forgets a connection: out of the registry (through the bus, so the
     /// position returned covers everything it was sent), its timer entry
     /// freed.
-    pub fn release(&self, conn: &Conn) -> Cursor {
+    pub(crate) fn release(&self, conn: &Conn) -> Cursor {
         let position = self.bus.release(conn);
         self.deadlines.forget(conn);
         position
@@ -229,10 +260,50 @@ impl Gateway {
 
     /// Forgets a connection that has its position already (a poll answered
     /// with messages): no lock on publishing.
-    pub fn detach(&self, conn: &Conn) {
+    pub(crate) fn detach(&self, conn: &Conn) {
         self.bus.detach(conn);
         self.deadlines.forget(conn);
     }
+}
+
+/// Counts of what a gateway holds ([`Gateway::inspect`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Inspection {
+    /// Open connections.
+    pub connections: usize,
+    /// Open connections by transport: WebSocket, long-poll, SSE.
+    pub by_transport: [usize; 3],
+    /// User objects alive.
+    pub users: usize,
+    /// Channels with a connection here.
+    pub channels: usize,
+    /// Connection-channel pairs here.
+    pub subscriptions: usize,
+    /// Live timer entries.
+    pub timer_entries: usize,
+    /// The bus's position (see `Bus::position`).
+    pub position: Cursor,
+}
+
+impl Inspection {
+    /// Open connections of one transport.
+    pub fn of(&self, transport: Transport) -> usize {
+        self.by_transport[transport.index()]
+    }
+}
+
+/// One user's object as [`Gateway::user`] shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UserView {
+    /// The object's process-unique number: the same number, the same
+    /// object (reused across connections and polls).
+    pub handle: u64,
+    /// Its live connections.
+    pub connections: usize,
+    /// How many of them are closing (an end is queued).
+    pub closing: usize,
+    /// Its long-poll session's timer entry, while the session lives.
+    pub poll_session_entry: Option<TimerKey>,
 }
 
 /// A connection's hold on the gateway: its registry slot (which the
@@ -241,24 +312,24 @@ impl Gateway {
 /// or a panic unwinding through it. A task that panicked used to leave its
 /// connection counted for good, until `max_connections` refused everyone.
 #[derive(Debug)]
-pub struct Held {
+pub(crate) struct Held {
     gw: Arc<Gateway>,
     conn: Arc<Conn>,
 }
 
 impl Held {
     /// Holds `conn`, just attached (armed or not).
-    pub fn new(gw: Arc<Gateway>, conn: Arc<Conn>) -> Self {
+    pub(crate) fn new(gw: Arc<Gateway>, conn: Arc<Conn>) -> Self {
         Self { gw, conn }
     }
 
     /// The connection held.
-    pub fn conn(&self) -> &Arc<Conn> {
+    pub(crate) fn conn(&self) -> &Arc<Conn> {
         &self.conn
     }
 
     /// The gateway it is held in.
-    pub fn gateway(&self) -> &Arc<Gateway> {
+    pub(crate) fn gateway(&self) -> &Arc<Gateway> {
         &self.gw
     }
 }

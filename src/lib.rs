@@ -11,10 +11,10 @@
 
 pub mod api;
 pub mod auth;
-pub mod bus;
+pub(crate) mod bus;
 pub(crate) mod clamp;
 pub mod config;
-pub mod deadlines;
+pub(crate) mod deadlines;
 pub mod gateway;
 pub mod history;
 pub mod http;

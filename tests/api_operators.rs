@@ -120,5 +120,5 @@ async fn drain_gives_up_on_a_client_that_stays_after_drain_timeout_secs() {
         .await
         .expect("run returns after the drain timeout")
         .expect("no panic");
-    assert_eq!(gw.state.registry.connections(), 0);
+    assert_eq!(gw.state.inspect().connections, 0);
 }

@@ -43,10 +43,8 @@ async fn a_broadcast_reaches_websockets_polls_and_sse_streams_exactly_once_each(
         .map(|i| spawn_get(gw.addr, poll_path(&format!("poll{i}"), None), vec![]))
         .collect();
     support::ws::eventually(WAIT, "every client attached", || async {
-        let r = &gw.state.registry;
-        r.connections_of(Transport::Ws) == WS
-            && r.connections_of(Transport::Poll) == POLLS
-            && r.connections_of(Transport::Sse) == SSE
+        let r = gw.state.inspect();
+        r.of(Transport::Ws) == WS && r.of(Transport::Poll) == POLLS && r.of(Transport::Sse) == SSE
     })
     .await;
 

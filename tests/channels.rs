@@ -345,8 +345,8 @@ async fn channels_that_may_not_be_joined_refuse_the_request_before_any_upgrade()
                 "{transport:?} {query}"
             );
         }
-        assert_eq!(gw.state.registry.connections(), 0, "nothing attached");
-        assert_eq!(gw.state.registry.subscriptions(), 0, "nothing joined");
+        assert_eq!(gw.state.inspect().connections, 0, "nothing attached");
+        assert_eq!(gw.state.inspect().subscriptions, 0, "nothing joined");
     }
     // Allowed: the claim's own channels asked again, public ones, anonymous
     // clients in public channels.

@@ -52,13 +52,13 @@ async fn a_drain_spreads_reconnects_over_the_window_and_loses_nothing() {
     let mut gw = Gateway::start(c).await;
     let clients = join_all((0..CLIENTS).map(|i| gw.connect_owned(format!("u{i}")))).await;
     support::ws::eventually(WAIT, "every client registered", || async {
-        gw.state.registry.connections() == CLIENTS
+        gw.state.inspect().connections == CLIENTS
     })
     .await;
     let before = gw.push(&json!({"to": "*", "data": "before"})).await;
     let before = seq_of(&before.json()["cursor"]);
     support::ws::eventually(WAIT, "`before` delivered to every client", || async {
-        gw.state.bus.position().seq >= before
+        gw.state.inspect().position.seq >= before
     })
     .await;
 
@@ -204,7 +204,7 @@ async fn parked_polls_are_answered_over_the_window() {
         })
         .collect();
     support::ws::eventually(WAIT, "polls parked", || async {
-        gw.state.registry.connections_of(Transport::Poll) == POLLS
+        gw.state.inspect().of(Transport::Poll) == POLLS
     })
     .await;
     began.set(Instant::now()).expect("set once");

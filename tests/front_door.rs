@@ -137,9 +137,8 @@ async fn parked(gw: &Gateway, user: &str, count: usize) {
     loop {
         let polls = gw
             .state
-            .registry
             .user(&pushgate::protocol::UserId::parse(user).expect("a user id"))
-            .map_or(0, |u| u.connections().len());
+            .map_or(0, |u| u.connections);
         if polls == count {
             return;
         }
@@ -315,7 +314,7 @@ async fn quiet_gateway() -> Gateway {
 /// interval or a poll timeout.
 async fn released(gw: &Gateway, what: &str) {
     let began = Instant::now();
-    while gw.state.registry.connections() > 0 {
+    while gw.state.inspect().connections > 0 {
         assert!(
             began.elapsed() < Duration::from_secs(3),
             "{what}: still held {:?} after the client left",

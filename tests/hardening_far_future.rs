@@ -29,9 +29,9 @@ fn far_future_token(user: &str) -> String {
 /// timer entry beyond its own, and `/metrics` says so too.
 async fn all_released(gw: &Gateway, own_timers: usize) {
     eventually(WAIT, "every connection released", || async {
-        gw.state.registry.connections() == 0
-            && gw.state.registry.users() == 0
-            && gw.state.timer.len() == own_timers
+        gw.state.inspect().connections == 0
+            && gw.state.inspect().users == 0
+            && gw.state.inspect().timer_entries == own_timers
     })
     .await;
     let text = gw.metrics().await;
@@ -58,7 +58,7 @@ async fn a_token_that_expires_at_u64_max_works_everywhere_and_leaks_nothing() {
     wait_for_connections(&gw, Transport::Ws, 1, WAIT).await;
     // Entries the gateway keeps for itself (armed once it runs), besides
     // the connection's own.
-    let own_timers = gw.state.timer.len() - 1;
+    let own_timers = gw.state.inspect().timer_entries - 1;
     assert_eq!(
         gw.push(&json!({"to": ["wes"], "data": 1})).await.status,
         202

@@ -263,7 +263,7 @@ async fn hostile_frames_end_only_their_connection_and_the_gateway_keeps_serving(
         }
         drop(raw);
         eventually(WAIT, name, || async {
-            probe.gw.state.registry.connections() == 1
+            probe.gw.state.inspect().connections == 1
         })
         .await;
         probe.still_serves(name).await;

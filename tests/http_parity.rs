@@ -740,9 +740,7 @@ async fn the_front_door_parses_every_request_as_hyper_does() {
     mismatches.assert_none("HTTP parity");
     // The poll's user has nothing parked: every poll was answered.
     assert_eq!(
-        gw.state
-            .registry
-            .connections_of(pushgate::protocol::Transport::Poll),
+        gw.state.inspect().of(pushgate::protocol::Transport::Poll),
         0
     );
 }

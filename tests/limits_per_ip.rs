@@ -229,7 +229,7 @@ async fn on_the_defaults_300_websockets_open_at_once_from_one_address() {
     );
     let state = std::sync::Arc::clone(&gw.state);
     eventually(WAIT, "300 connections held", move || {
-        let held = state.registry.connections();
+        let held = state.inspect().connections;
         async move { held == 300 }
     })
     .await;

@@ -31,7 +31,7 @@ async fn parked_poll_is_answered_by_a_push() {
             gw2.request(Method::GET, &path, &[], Bytes::new()).await
         })
     };
-    while gw.state.registry.connections() == 0 {
+    while gw.state.inspect().connections == 0 {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert_eq!(
@@ -71,20 +71,19 @@ async fn poll_times_out_with_reconnect_and_the_session_is_reused() {
         cursor = Some(frames[0]["cursor"].as_str().unwrap().to_owned());
         let user = gw
             .state
-            .registry
             .user(&pushgate::protocol::UserId::parse("bob").unwrap())
             .unwrap();
-        let now = user.poll_session.lock().timer;
+        let now = user.poll_session_entry;
         assert!(now.is_some());
         if key.is_some() {
             assert_eq!(key, now, "the same timer entry is reused");
         }
         key = now;
-        assert_eq!(gw.state.registry.users(), 1);
+        assert_eq!(gw.state.inspect().users, 1);
     }
     // No poll for longer than session_ttl: the session goes.
     tokio::time::sleep(Duration::from_secs(4)).await;
-    assert_eq!(gw.state.registry.users(), 0);
+    assert_eq!(gw.state.inspect().users, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -97,7 +96,7 @@ async fn sse_stream_carries_frames_as_events() {
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.headers()["content-type"], "text/event-stream");
     let mut body = resp.into_body();
-    while gw.state.registry.connections() == 0 {
+    while gw.state.inspect().connections == 0 {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     gw.push(&json!({"to": "*", "data": "hello"})).await;

@@ -114,7 +114,7 @@ async fn a_disallowed_origin_is_refused_with_403_on_poll_sse_and_preflight() {
         assert_eq!(preflight.status, 403, "{path}: {preflight:?}");
         assert_eq!(header(&preflight, "access-control-allow-origin"), None);
     }
-    assert_eq!(gw.state.registry.connections(), 0, "nothing was attached");
+    assert_eq!(gw.state.inspect().connections, 0, "nothing was attached");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -192,8 +192,7 @@ async fn a_parked_poll_whose_client_went_away_is_released_before_its_timeout() {
     let uid = pushgate::protocol::UserId::parse("jane").unwrap();
     assert!(
         gw.state
-            .registry
             .user(&uid)
-            .is_some_and(|u| u.has_poll_session())
+            .is_some_and(|u| u.poll_session_entry.is_some())
     );
 }

@@ -37,8 +37,8 @@ async fn draining_answers_parked_polls_and_ends_sse_streams_with_reconnect() {
         streams.push(Sse::open(gw.addr, &sse_path(user, None), &[]).await);
     }
     support::ws::eventually(WAIT, "polls parked and streams open", || async {
-        let r = &gw.state.registry;
-        r.connections_of(Transport::Poll) == 4 && r.connections_of(Transport::Sse) == 2
+        let r = gw.state.inspect();
+        r.of(Transport::Poll) == 4 && r.of(Transport::Sse) == 2
     })
     .await;
 
@@ -95,5 +95,5 @@ async fn draining_answers_parked_polls_and_ends_sse_streams_with_reconnect() {
         .await
         .expect("run returned in time")
         .expect("no panic");
-    assert_eq!(gw.state.registry.connections(), 0);
+    assert_eq!(gw.state.inspect().connections, 0);
 }

@@ -51,25 +51,18 @@ async fn ten_polls_in_a_row_reuse_one_session_and_one_timer_entry() {
     let gw = Gateway::start(config()).await;
     let uid = UserId::parse("alice").unwrap();
     let mut cursor = one_poll(&gw, "alice", None, 0).await;
-    let user = gw.state.registry.user(&uid).expect("a session keeps alice");
-    let entry = user.poll_session.lock().timer;
+    let user = gw.state.user(&uid).expect("a session keeps alice");
+    let entry = user.poll_session_entry;
     assert!(entry.is_some(), "the session has a timer entry");
-    let entries = gw.state.timer.len();
+    let entries = gw.state.inspect().timer_entries;
     assert_eq!(gauge(&gw, "pushgate_sessions").await, 1.0);
     assert_eq!(gauge(&gw, "pushgate_timer_entries").await, entries as f64);
 
     for n in 1..10 {
         cursor = one_poll(&gw, "alice", Some(&cursor), n).await;
-        let now = gw.state.registry.user(&uid).expect("still alive");
-        assert!(
-            std::sync::Arc::ptr_eq(&user, &now),
-            "poll {n}: the same user object"
-        );
-        assert_eq!(
-            now.poll_session.lock().timer,
-            entry,
-            "poll {n}: the same entry"
-        );
+        let now = gw.state.user(&uid).expect("still alive");
+        assert_eq!(user.handle, now.handle, "poll {n}: the same user object");
+        assert_eq!(now.poll_session_entry, entry, "poll {n}: the same entry");
         assert_eq!(gauge(&gw, "pushgate_sessions").await, 1.0, "poll {n}");
         assert_eq!(
             gauge(&gw, "pushgate_timer_entries").await,
@@ -81,9 +74,13 @@ async fn ten_polls_in_a_row_reuse_one_session_and_one_timer_entry() {
     let frames =
         poll_frames(&support::browser::get(gw.addr, &poll_path("alice", Some(&cursor)), &[]).await);
     assert_eq!(frames[0]["reason"], "poll_timeout", "{frames:?}");
-    assert_eq!(user.poll_session.lock().timer, entry);
-    assert_eq!(gw.state.timer.len(), entries);
-    assert_eq!(gw.state.registry.users(), 1);
+    let after = gw.state.user(&uid).expect("still alive");
+    assert_eq!(
+        (after.handle, after.poll_session_entry),
+        (user.handle, entry)
+    );
+    assert_eq!(gw.state.inspect().timer_entries, entries);
+    assert_eq!(gw.state.inspect().users, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -94,28 +91,27 @@ async fn an_unpolled_session_is_evicted_after_session_ttl() {
     let gw = Gateway::start(config).await;
     let evicted = r#"pushgate_evictions_total{reason="session_ttl"}"#;
     let before_evictions = gauge(&gw, evicted).await;
-    let baseline = gw.state.timer.len();
+    let baseline = gw.state.inspect().timer_entries;
 
     let cursor = one_poll(&gw, "bob", None, 1).await;
     assert_eq!(gauge(&gw, "pushgate_sessions").await, 1.0);
-    assert_eq!(gw.state.timer.len(), baseline + 1, "the session's entry");
+    assert_eq!(
+        gw.state.inspect().timer_entries,
+        baseline + 1,
+        "the session's entry"
+    );
     let resp = gw.push(&json!({"to": ["bob"], "data": "while away"})).await;
     assert_eq!(resp.status, 202);
 
     // Still there well within the ttl.
     tokio::time::sleep(ttl / 2).await;
-    assert_eq!(gw.state.registry.users(), 1, "evicted before its ttl");
+    assert_eq!(gw.state.inspect().users, 1, "evicted before its ttl");
 
     support::ws::eventually(ttl + Duration::from_secs(5), "session evicted", || async {
-        gw.state.registry.users() == 0
+        gw.state.inspect().users == 0
     })
     .await;
-    assert!(
-        gw.state
-            .registry
-            .user(&UserId::parse("bob").unwrap())
-            .is_none()
-    );
+    assert!(gw.state.user(&UserId::parse("bob").unwrap()).is_none());
     assert_eq!(gauge(&gw, "pushgate_sessions").await, 0.0);
     assert_eq!(
         gauge(&gw, "pushgate_timer_entries").await,
@@ -137,5 +133,5 @@ async fn an_unpolled_session_is_evicted_after_session_ttl() {
 
     // A later poll starts a new session, and it goes the same way.
     one_poll(&gw, "bob", None, 2).await;
-    assert_eq!(gw.state.registry.users(), 1);
+    assert_eq!(gw.state.inspect().users, 1);
 }

@@ -165,7 +165,7 @@ async fn a_cursor_pushgate_could_not_have_issued_is_400_bad_cursor_on_every_tran
     )
     .await;
     assert_eq!(sse.status, 400);
-    assert_eq!(gw.state.registry.connections(), 0);
+    assert_eq!(gw.state.inspect().connections, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

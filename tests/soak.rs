@@ -331,7 +331,7 @@ async fn soak(plan: Plan) {
 
     // Every connection released, every poll session expired.
     support::ws::eventually(Duration::from_secs(30), "clients gone", || async {
-        gw.state.registry.connections() == 0 && gw.state.registry.users() == 0
+        gw.state.inspect().connections == 0 && gw.state.inspect().users == 0
     })
     .await;
     sampling.store(false, Ordering::Relaxed);

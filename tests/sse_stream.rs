@@ -91,7 +91,7 @@ async fn sse_sends_comment_pings_every_ping_interval_even_past_the_idle_timeout(
     // machine; a ping per wheel tick would be dozens. The stream outlives
     // the idle timeout: an SSE client cannot send anything.
     assert!((2..=6).contains(&pings), "{pings} pings in {window:?}");
-    assert_eq!(gw.state.registry.connections_of(Transport::Sse), 1);
+    assert_eq!(gw.state.inspect().of(Transport::Sse), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -143,7 +143,7 @@ async fn a_wss_client_receives_a_broadcast_pushed_over_https() {
         .expect("wss handshake");
     assert_eq!(resp.status(), 101);
     support::ws::eventually(WAIT, "the wss connection registered", || async {
-        gw.state.registry.connections() == 1
+        gw.state.inspect().connections == 1
     })
     .await;
 

@@ -67,8 +67,8 @@ async fn origin_not_allowed_is_refused_with_403_before_any_upgrade() {
         let answer = handshake(&gw, &target, &[("Origin", origin)]).await;
         assert_refused(&answer, 403, "forbidden");
     }
-    assert_eq!(gw.state.registry.connections(), 0);
-    assert_eq!(gw.state.registry.users(), 0);
+    assert_eq!(gw.state.inspect().connections, 0);
+    assert_eq!(gw.state.inspect().users, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -88,7 +88,7 @@ async fn allowed_origin_and_a_request_without_origin_are_upgraded() {
         .try_connect(&target[4..], &[("origin", "https://shop.example")])
         .await
         .expect("allowed origin ok");
-    assert_eq!(gw.state.registry.connections(), 4);
+    assert_eq!(gw.state.inspect().connections, 4);
     gw.push(&json!({"to": ["alice"], "data": "hi"})).await;
     assert_eq!(next_json(&mut ws, WAIT).await["data"], "hi");
     assert_eq!(next_json(&mut browser, WAIT).await["data"], "hi");
@@ -128,7 +128,7 @@ async fn missing_malformed_badly_signed_expired_or_unsigned_token_gets_401() {
         assert_eq!(answer.status, 401, "{name}: {answer:?}");
         assert_refused(&answer, 401, "unauthorized");
     }
-    assert_eq!(gw.state.registry.connections(), 0);
+    assert_eq!(gw.state.inspect().connections, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -193,7 +193,7 @@ async fn cursor_pushgate_could_not_have_issued_gets_400_bad_cursor() {
         let answer = handshake(&gw, &format!("/ws?token={t}&cursor={cursor}"), &[]).await;
         assert_refused(&answer, 400, "bad_cursor");
     }
-    assert_eq!(gw.state.registry.connections(), 0);
+    assert_eq!(gw.state.inspect().connections, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -211,7 +211,7 @@ async fn max_connections_reached_gets_503_with_retry_after_and_frees_up_on_close
 
     first.close(None).await.expect("close sent");
     eventually(WAIT, "room again after a close", || async {
-        gw.state.registry.connections() == 1
+        gw.state.inspect().connections == 1
     })
     .await;
     assert_upgraded(&handshake(&gw, &target, &[]).await);
@@ -224,7 +224,7 @@ async fn wrong_websocket_version_gets_426_naming_version_13() {
     let answer = handshake(&gw, &target, &[("Sec-WebSocket-Version", "8")]).await;
     assert_eq!(answer.status, 426, "{answer:?}");
     assert_eq!(answer.header("sec-websocket-version"), Some("13"));
-    assert_eq!(gw.state.registry.connections(), 0);
+    assert_eq!(gw.state.inspect().connections, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -236,7 +236,7 @@ async fn missing_or_malformed_websocket_key_gets_400() {
     assert_eq!(answer.status, 400, "{answer:?}");
     let short = handshake(&gw, &target, &[("Sec-WebSocket-Key", "c2hvcnQ=")]).await;
     assert_eq!(short.status, 400, "{short:?}");
-    assert_eq!(gw.state.registry.connections(), 0);
+    assert_eq!(gw.state.inspect().connections, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -249,7 +249,7 @@ async fn get_without_upgrade_headers_is_not_upgraded() {
         (400..500).contains(&answer.status),
         "a client error, not an upgrade: {answer:?}"
     );
-    assert_eq!(gw.state.registry.connections(), 0);
+    assert_eq!(gw.state.inspect().connections, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -263,5 +263,5 @@ async fn post_to_ws_gets_405_allowing_get() {
         answer.header("allow").is_some_and(|a| a.contains("GET")),
         "{answer:?}"
     );
-    assert_eq!(gw.state.registry.connections(), 0);
+    assert_eq!(gw.state.inspect().connections, 0);
 }

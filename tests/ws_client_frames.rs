@@ -121,7 +121,7 @@ async fn client_close_is_answered_with_a_close_and_the_connection_released() {
     assert_eq!(last.close_code(), Some(1000), "{frames:?}");
     assert_eq!(raw.next_frame(WAIT).await, None, "then TCP closes");
     eventually(WAIT, "connection released", || async {
-        gw.state.registry.connections() == 0
+        gw.state.inspect().connections == 0
     })
     .await;
 
@@ -169,10 +169,7 @@ async fn broken_client_bytes_end_only_that_connection() {
                 .all(|f| f.opcode == opcode::CLOSE || f.opcode == opcode::PING),
             "{name}: {frames:?}"
         );
-        eventually(WAIT, name, || async {
-            gw.state.registry.connections() == 1
-        })
-        .await;
+        eventually(WAIT, name, || async { gw.state.inspect().connections == 1 }).await;
         still_delivers(&gw, &mut bystander, name, &[]).await;
     }
 }
@@ -205,7 +202,7 @@ async fn any_client_frame_counts_as_activity_past_idle_timeout() {
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    assert_eq!(gw.state.registry.connections(), kinds.len());
+    assert_eq!(gw.state.inspect().connections, kinds.len());
     for (ws, (name, _)) in clients.iter_mut().zip(&kinds) {
         assert_eq!(gw.push(&json!({"to": "*", "data": name})).await.status, 202);
         // Pongs and error frames answer what was sent; no `close`.

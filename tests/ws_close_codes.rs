@@ -42,7 +42,7 @@ async fn client_that_never_reads_gets_close_idle_then_4001() {
     assert_eq!(code, Some(4001), "frames: {frames:?}");
     assert_eq!(frames, [json!({"type": "close", "reason": "idle"})]);
     eventually(WAIT, "idle connection released", || async {
-        gw.state.registry.connections() == 0
+        gw.state.inspect().connections == 0
     })
     .await;
 }
@@ -122,10 +122,7 @@ async fn oldest_connection_is_replaced_with_4002_when_a_user_opens_one_too_many(
     assert_eq!(next_json(&mut bob, WAIT).await["data"], "all");
     let alice = UserId::parse("alice").expect("valid");
     eventually(WAIT, "alice down to her 2 newest connections", || async {
-        gw.state
-            .registry
-            .user(&alice)
-            .is_some_and(|u| u.connections().len() == 2)
+        gw.state.user(&alice).is_some_and(|u| u.connections == 2)
     })
     .await;
     assert_eq!(evictions(&gw, "replaced").await - before, 1.0);
@@ -164,7 +161,7 @@ async fn client_frame_over_max_client_frame_bytes_is_closed_with_1009() {
     let (code, _) = read_until_close(&mut ws, WAIT).await;
     assert_eq!(code, Some(1009));
     eventually(WAIT, "oversized client released", || async {
-        gw.state.registry.connections() == 0
+        gw.state.inspect().connections == 0
     })
     .await;
 }
@@ -271,11 +268,10 @@ async fn slow_consumer_that_reads_again_within_the_close_grace_still_gets_slow_a
     let slow_id = UserId::parse("slowpoke").expect("valid");
     let pad = "x".repeat(256 * 1024);
     let mut pushed = 0;
-    while !gw
+    while gw
         .state
-        .registry
         .user(&slow_id)
-        .is_none_or(|u| u.connections().iter().all(|c| c.outbound.is_closing()))
+        .is_some_and(|u| u.closing < u.connections)
     {
         assert!(pushed < 400, "never evicted as slow");
         let resp = gw

@@ -920,7 +920,7 @@ async fn run_table(table: &str, cases: Vec<Case>) {
     mismatches.assert_none(table);
     // Every case's connection was released.
     support::ws::eventually(WAIT, "every connection released", || async {
-        gw.state.registry.connections() == 0
+        gw.state.inspect().connections == 0
     })
     .await;
 }
@@ -1007,12 +1007,12 @@ async fn close_handshakes_complete_within_two_seconds() {
     // grace.
     assert_eq!(server_close(&mut silent).await, Some(4001));
     let began = Instant::now();
-    let bound = pushgate::deadlines::CLOSE_GRACE + CLOSE_BOUND;
+    let bound = pushgate::gateway::CLOSE_GRACE + CLOSE_BOUND;
     let end = silent.try_next_frame(bound).await;
     assert!(matches!(end, Ok(None)), "{end:?} within {bound:?}");
     println!("an unanswered close ended after {:?}", began.elapsed());
     support::ws::eventually(WAIT, "every connection released", || async {
-        gw.state.registry.connections() == 0
+        gw.state.inspect().connections == 0
     })
     .await;
 }

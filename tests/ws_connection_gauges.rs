@@ -42,7 +42,7 @@ async fn ws_connection_gauge_goes_up_and_down_with_sessions_and_timer_entries() 
     let gw = Gateway::default().await;
     let probe = gw.connect("alice").await;
     // Entries the gateway keeps for itself (armed before it accepts).
-    let own = gw.state.timer.len() - 1;
+    let own = gw.state.inspect().timer_entries - 1;
     drop(probe);
     until(&gw, own, (0.0, 0.0, 0.0)).await;
     let mut alice1 = gw.connect("alice").await;

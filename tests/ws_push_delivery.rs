@@ -62,7 +62,7 @@ async fn broadcast_reaches_a_thousand_connections_exactly_once_each() {
         async move { gw.connect(&format!("user{i}")).await }
     }))
     .await;
-    assert_eq!(gw.state.registry.connections(), 1000);
+    assert_eq!(gw.state.inspect().connections, 1000);
     for n in 0..3 {
         assert_eq!(gw.push(&json!({"to": "*", "data": n})).await.status, 202);
     }

@@ -79,9 +79,8 @@ async fn slow_consumer_is_closed_with_4003_after_every_earlier_frame_and_others_
         pushed += 1;
         let closing = gw
             .state
-            .registry
             .user(&slow_id)
-            .is_none_or(|u| u.connections().iter().all(|c| c.outbound.is_closing()));
+            .is_none_or(|u| u.closing == u.connections);
         if closing && evicted_at.is_none() {
             evicted_at = Some(pushed);
         }
@@ -124,7 +123,7 @@ async fn slow_consumer_is_closed_with_4003_after_every_earlier_frame_and_others_
         .is_some()
     {}
     support::ws::eventually(WAIT, "only the fast client left", || async {
-        gw.state.registry.connections() == 1
+        gw.state.inspect().connections == 1
     })
     .await;
     reader.abort();

@@ -6,8 +6,7 @@
 use std::collections::HashSet;
 
 use libfuzzer_sys::fuzz_target;
-use pushgate::api::push::parse::{MAX_DATA_DEPTH, MAX_PUSH_ID_CHARS, PushRequest};
-use pushgate::bus::PushTarget;
+use pushgate::api::push::parse::{MAX_DATA_DEPTH, MAX_PUSH_ID_CHARS, PushRequest, PushTarget};
 
 const CODES: &[&str] = &[
     "bad_json",

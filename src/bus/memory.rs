@@ -35,7 +35,7 @@ struct State {
 /// by its floor). Every connection receives messages in sequence order,
 /// and a client's cursor covers everything before it.
 #[derive(Debug)]
-pub struct MemoryBus {
+pub(crate) struct MemoryBus {
     epoch: u64,
     state: Mutex<State>,
     registry: Arc<Registry>,
@@ -55,7 +55,7 @@ impl MemoryBus {
     /// users' and channels' streams. Its epoch is random: memory
     /// history does not survive a restart, so older cursors must not match.
     /// Fails only if the fan-out thread cannot be started.
-    pub fn new(
+    pub(crate) fn new(
         registry: Arc<Registry>,
         counters: Counters,
         clock: Clock,

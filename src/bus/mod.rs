@@ -17,8 +17,8 @@ use crate::protocol::frame::Frame;
 use crate::protocol::{Channel, Transport, UserId};
 use crate::registry::{AtCapacity, Attached, Conn};
 
-pub use memory::MemoryBus;
-pub use redis::RedisBus;
+pub(crate) use memory::MemoryBus;
+pub(crate) use redis::RedisBus;
 
 /// Who a push goes to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,7 +35,7 @@ pub enum PushTarget {
 
 /// A push accepted by the API, to be numbered and delivered.
 #[derive(Debug)]
-pub struct Publish {
+pub(crate) struct Publish {
     /// The push id: the caller's idempotency key or a generated one.
     pub id: String,
     /// Whether `id` came from the caller (and so is an idempotency key).
@@ -48,7 +48,7 @@ pub struct Publish {
 
 /// What became of a publish.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Published {
+pub(crate) struct Published {
     /// The push id.
     pub id: String,
     /// The message's position: the cursor every recipient's frame carries.
@@ -64,7 +64,7 @@ pub struct Published {
 
 /// Who is in a channel, over every node.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ChannelMembers {
+pub(crate) struct ChannelMembers {
     /// Connections in it.
     pub subscribers: usize,
     /// Distinct users among them.
@@ -103,7 +103,7 @@ pub enum BusError {
 
 /// A client joining live delivery, maybe resuming from a cursor.
 #[derive(Debug, Clone)]
-pub struct Open {
+pub(crate) struct Open {
     /// Who.
     pub user: UserId,
     /// How.
@@ -124,7 +124,7 @@ pub struct Open {
 
 /// How a client joined.
 #[derive(Debug)]
-pub enum Opened {
+pub(crate) enum Opened {
     /// Attached for live delivery; missed messages (after a `recover`
     /// frame) are already queued on the connection, ahead of live ones.
     Attached(Attached),
@@ -135,7 +135,7 @@ pub enum Opened {
 
 /// Numbers messages, keeps them in history and delivers them to every
 /// connection that should see them.
-pub trait Bus: Send + Sync + std::fmt::Debug + 'static {
+pub(crate) trait Bus: Send + Sync + std::fmt::Debug + 'static {
     /// Accepts a message whole or not at all.
     fn publish(&self, message: Publish) -> BoxFuture<'_, Result<Published, BusError>>;
 

@@ -37,7 +37,7 @@ pub const CLOSE_GRACE: Duration = Duration::from_millis(decide::CLOSE_GRACE_MS);
 pub(crate) const HISTORY_SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Wall-clock seconds since the Unix epoch (token expiry is wall time).
-pub fn unix_now() -> u64 {
+pub(crate) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())

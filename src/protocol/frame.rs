@@ -34,7 +34,7 @@ const FRAME_OVERHEAD_BYTES: usize = 96;
 /// The kind of stream a message belongs to: everyone's, one user's, or a
 /// channel's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum StreamKind {
+pub(crate) enum StreamKind {
     /// The broadcast stream every connection receives (`"broadcast"`).
     Broadcast,
     /// The personal stream of the connection's user (`"user"`).
@@ -45,7 +45,7 @@ pub enum StreamKind {
 
 impl StreamKind {
     /// The wire name: `"broadcast"`, `"user"` or `"channel"`.
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             Self::Broadcast => "broadcast",
             Self::User => "user",
@@ -56,7 +56,7 @@ impl StreamKind {
 
 /// The stream of one message, with the channel's name for a channel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stream<'a> {
+pub(crate) enum Stream<'a> {
     /// The broadcast stream.
     Broadcast,
     /// The recipients' personal streams.
@@ -67,7 +67,7 @@ pub enum Stream<'a> {
 
 impl Stream<'_> {
     /// The kind, without the name.
-    pub const fn kind(self) -> StreamKind {
+    pub(crate) const fn kind(self) -> StreamKind {
         match self {
             Self::Broadcast => StreamKind::Broadcast,
             Self::User => StreamKind::User,
@@ -82,7 +82,7 @@ impl Stream<'_> {
 /// decide whether to come back. PROTOCOL.md: do not resume automatically
 /// unless the reason says so.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CloseReason {
+pub(crate) enum CloseReason {
     /// No activity for `[session] idle_timeout_secs` (close code 4001).
     ///
     /// Reconnect: yes, with backoff; the bundled JS client does, since the
@@ -110,12 +110,14 @@ pub enum CloseReason {
     ///
     /// Reconnect: yes, automatically, with jitter and the last cursor; the
     /// only reason PROTOCOL.md says resumes on its own.
+    // In the contract and the browser client; no code path sends it yet.
+    #[allow(dead_code)]
     Shutdown,
 }
 
 impl CloseReason {
     /// The wire name used in the `close` frame.
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             Self::Idle => "idle",
             Self::Replaced => "replaced",
@@ -126,7 +128,7 @@ impl CloseReason {
     }
 
     /// The WebSocket close code sent after the `close` frame.
-    pub const fn ws_close_code(self) -> u16 {
+    pub(crate) const fn ws_close_code(self) -> u16 {
         match self {
             Self::Idle => 4001,
             Self::Replaced => 4002,
@@ -140,7 +142,7 @@ impl CloseReason {
 /// Why the gateway asks a client to come back (the `reconnect` frame's
 /// `reason`). The client reconnects after `retry_ms` with the given cursor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ReconnectReason {
+pub(crate) enum ReconnectReason {
     /// A long-poll was held for `[session] poll_timeout_secs` with nothing
     /// to deliver; poll again at once.
     PollTimeout,
@@ -148,12 +150,14 @@ pub enum ReconnectReason {
     /// another node).
     Draining,
     /// The connection reached its maximum lifetime.
+    // In the contract and the browser client; no code path sends it yet.
+    #[allow(dead_code)]
     Lifetime,
 }
 
 impl ReconnectReason {
     /// The wire name used in the `reconnect` frame.
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             Self::PollTimeout => "poll_timeout",
             Self::Draining => "draining",
@@ -164,7 +168,7 @@ impl ReconnectReason {
 
 /// The `type` of a frame; also the SSE `event:` name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum FrameKind {
+pub(crate) enum FrameKind {
     /// One pushed message.
     Message,
     /// Whether a resume got every missed message.
@@ -187,7 +191,7 @@ pub enum FrameKind {
 
 impl FrameKind {
     /// The wire name: the frame's `type` field.
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             Self::Message => "message",
             Self::Recover => "recover",
@@ -363,7 +367,7 @@ where
 /// broadcast is framed once per transport, not once per recipient. Two
 /// frames are equal when their JSON bytes are.
 #[derive(Debug, Clone)]
-pub struct Frame(Arc<FrameInner>);
+pub(crate) struct Frame(Arc<FrameInner>);
 
 #[derive(Debug)]
 struct FrameInner {
@@ -412,7 +416,7 @@ impl Frame {
     /// suffix (a connection in no channel) and frames that are not
     /// messages are the frame itself. Connections with the same suffix
     /// share one copy, encoded once per transport like any frame.
-    pub fn with_cursor_suffix(&self, suffix: &Arc<str>) -> Self {
+    pub(crate) fn with_cursor_suffix(&self, suffix: &Arc<str>) -> Self {
         if suffix.is_empty() || self.0.kind != FrameKind::Message {
             return self.clone();
         }
@@ -437,7 +441,7 @@ impl Frame {
     /// This message with `cursor` in place of its own (a copy; see
     /// `bus::resume` for when a message is sent with a later cursor).
     /// `None` for a frame that is not a message.
-    pub fn with_cursor(&self, new: &str) -> Option<Self> {
+    pub(crate) fn with_cursor(&self, new: &str) -> Option<Self> {
         if self.0.kind != FrameKind::Message {
             return None;
         }
@@ -461,7 +465,13 @@ impl Frame {
     }
 
     /// The `message` frame of message number `seq`; see [`message`].
-    pub fn message(seq: u64, id: &str, cursor: &str, stream: Stream<'_>, data: &RawValue) -> Self {
+    pub(crate) fn message(
+        seq: u64,
+        id: &str,
+        cursor: &str,
+        stream: Stream<'_>,
+        data: &RawValue,
+    ) -> Self {
         let json = message(id, cursor, stream, data);
         let mut frame = Self::new(FrameKind::Message, json, Some(cursor));
         if let Some(inner) = Arc::get_mut(&mut frame.0) {
@@ -472,7 +482,7 @@ impl Frame {
 
     /// A `message` frame from JSON another node encoded (over the Redis
     /// bus); `None` if the bytes are not UTF-8.
-    pub fn message_from_json(seq: u64, cursor: &str, json: Bytes) -> Option<Self> {
+    pub(crate) fn message_from_json(seq: u64, cursor: &str, json: Bytes) -> Option<Self> {
         let json = Utf8Bytes::try_from(json).ok()?;
         Some(Self::from_parts(
             FrameKind::Message,
@@ -483,45 +493,45 @@ impl Frame {
     }
 
     /// The message's sequence number; 0 for frames that are not messages.
-    pub fn seq(&self) -> u64 {
+    pub(crate) fn seq(&self) -> u64 {
         self.0.seq
     }
 
     /// A `recover` frame; see [`recover`].
-    pub fn recover(complete: bool, cursor: &str) -> Self {
+    pub(crate) fn recover(complete: bool, cursor: &str) -> Self {
         Self::new(FrameKind::Recover, recover(complete, cursor), Some(cursor))
     }
 
     /// A `reconnect` frame; see [`reconnect`].
-    pub fn reconnect(reason: ReconnectReason, retry_ms: u64, cursor: &str) -> Self {
+    pub(crate) fn reconnect(reason: ReconnectReason, retry_ms: u64, cursor: &str) -> Self {
         let json = reconnect(reason, retry_ms, cursor);
         Self::new(FrameKind::Reconnect, json, Some(cursor))
     }
 
     /// A `close` frame; see [`close`].
-    pub fn close(reason: CloseReason) -> Self {
+    pub(crate) fn close(reason: CloseReason) -> Self {
         Self::new(FrameKind::Close, close(reason), None)
     }
 
     /// An `error` frame; see [`error`].
-    pub fn error(code: &str, message: &str) -> Self {
+    pub(crate) fn error(code: &str, message: &str) -> Self {
         Self::new(FrameKind::Error, error(code, message), None)
     }
 
     /// A `subscribed` frame for `channel`; see [`membership`].
-    pub fn subscribed(channel: &str) -> Self {
+    pub(crate) fn subscribed(channel: &str) -> Self {
         let kind = FrameKind::Subscribed;
         Self::new(kind, membership(kind, channel), None)
     }
 
     /// An `unsubscribed` frame for `channel`; see [`membership`].
-    pub fn unsubscribed(channel: &str) -> Self {
+    pub(crate) fn unsubscribed(channel: &str) -> Self {
         let kind = FrameKind::Unsubscribed;
         Self::new(kind, membership(kind, channel), None)
     }
 
     /// An `error` frame about `channel`; see [`channel_error`].
-    pub fn channel_error(code: &str, channel: &str, message: &str) -> Self {
+    pub(crate) fn channel_error(code: &str, channel: &str, message: &str) -> Self {
         Self::new(
             FrameKind::Error,
             channel_error(code, channel, message),
@@ -530,35 +540,36 @@ impl Frame {
     }
 
     /// A `pong` frame; see [`pong`].
-    pub fn pong() -> Self {
+    pub(crate) fn pong() -> Self {
         Self::new(FrameKind::Pong, pong(), None)
     }
 
     /// The frame's `type`.
-    pub fn kind(&self) -> FrameKind {
+    #[cfg(test)]
+    pub(crate) fn kind(&self) -> FrameKind {
         self.0.kind
     }
 
     /// The compact JSON frame, for long-poll arrays and SSE.
-    pub fn json(&self) -> &Bytes {
+    pub(crate) fn json(&self) -> &Bytes {
         self.0.json.as_ref()
     }
 
     /// The frame as a WebSocket text frame (header and JSON), built on the
     /// first call and shared afterwards: every recipient's socket is
     /// written from the same bytes.
-    pub fn ws(&self) -> &Bytes {
+    pub(crate) fn ws(&self) -> &Bytes {
         self.0.ws.get_or_init(|| ws_codec::text_frame(self.json()))
     }
 
     /// The cursor the frame carries (`message`, `recover`, `reconnect`).
-    pub fn cursor(&self) -> Option<&str> {
+    pub(crate) fn cursor(&self) -> Option<&str> {
         self.0.cursor.as_deref()
     }
 
     /// The frame as one SSE event (`event:` its type, `id:` its cursor if
     /// any), built on the first call and shared afterwards.
-    pub fn sse(&self) -> Bytes {
+    pub(crate) fn sse(&self) -> Bytes {
         let inner = &*self.0;
         inner
             .sse
@@ -570,7 +581,7 @@ impl Frame {
 impl Frame {
     /// The SSE event as one chunk of a chunked body: what the fan-out
     /// writes to an event stream's socket. Built once, shared.
-    pub fn sse_chunk(&self) -> &Bytes {
+    pub(crate) fn sse_chunk(&self) -> &Bytes {
         self.0.sse_chunk.get_or_init(|| wire::chunk(&self.sse()))
     }
 }

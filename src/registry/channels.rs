@@ -34,7 +34,7 @@ pub(crate) struct ChannelIndex {
 
 /// Who is in a channel on this node.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct ChannelPresence {
+pub(crate) struct ChannelPresence {
     /// Connections in the channel.
     pub subscribers: usize,
     /// Distinct users among them, sorted.

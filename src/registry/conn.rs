@@ -25,7 +25,7 @@ pub(crate) type ConnId = u64;
 /// Activity is one atomic store per client frame; the timer entry is
 /// re-armed lazily from it when it fires, never on each frame.
 #[derive(Debug)]
-pub struct Conn {
+pub(crate) struct Conn {
     /// Its number.
     pub id: ConnId,
     /// Whose it is.
@@ -54,7 +54,7 @@ pub struct Conn {
 
 impl Conn {
     /// A new connection, last seen at `now_ms` (on the timer's clock).
-    pub fn new(
+    pub(crate) fn new(
         id: ConnId,
         user: UserId,
         transport: Transport,
@@ -80,11 +80,6 @@ impl Conn {
         }
     }
 
-    /// The channels it is in, in the order joined.
-    pub fn channels(&self) -> Vec<Channel> {
-        self.channels.lock().clone()
-    }
-
     /// Sets the channels it is in (call with `channels`' lock held, the
     /// list in hand) and the cursor suffix that covers them.
     pub(crate) fn set_channels(&self, list: &mut Vec<Channel>, channels: Vec<Channel>) {
@@ -99,80 +94,80 @@ impl Conn {
     }
 
     /// What its channels add to a cursor (`""` in no channel).
-    pub fn cursor_suffix(&self) -> Arc<str> {
+    pub(crate) fn cursor_suffix(&self) -> Arc<str> {
         Arc::clone(&self.cursor_suffix.lock())
     }
 
     /// `frame` as this connection receives it: with its cursor suffix
     /// when it is in channels (see `Frame::with_cursor_suffix`).
-    pub fn frame_for(&self, frame: &Frame) -> Option<Frame> {
+    pub(crate) fn frame_for(&self, frame: &Frame) -> Option<Frame> {
         let suffix = self.cursor_suffix.lock();
         (!suffix.is_empty()).then(|| frame.with_cursor_suffix(&suffix))
     }
 
     /// Records its token's `channels` claim (once).
-    pub fn set_claim(&self, claim: Vec<Channel>) {
+    pub(crate) fn set_claim(&self, claim: Vec<Channel>) {
         if !claim.is_empty() {
             let _ = self.claim.set(claim.into_boxed_slice());
         }
     }
 
     /// Whether its token's claim names `channel`.
-    pub fn claims(&self, channel: &Channel) -> bool {
+    pub(crate) fn claims(&self, channel: &Channel) -> bool {
         self.claim
             .get()
             .is_some_and(|claim| claim.contains(channel))
     }
 
     /// Records client activity (any frame) at `now_ms`.
-    pub fn touch(&self, now_ms: u64) {
+    pub(crate) fn touch(&self, now_ms: u64) {
         self.last_seen_ms.store(now_ms, Ordering::Relaxed);
     }
 
     /// When the client was last heard from, in ms on the timer's clock.
-    pub fn last_seen_ms(&self) -> u64 {
+    pub(crate) fn last_seen_ms(&self) -> u64 {
         self.last_seen_ms.load(Ordering::Relaxed)
     }
 
     /// Sets when a parked poll times out (ms on the timer's clock).
-    pub fn set_deadline_ms(&self, ms: u64) {
+    pub(crate) fn set_deadline_ms(&self, ms: u64) {
         self.deadline_ms.store(ms, Ordering::Relaxed);
     }
 
     /// When a parked poll times out (`u64::MAX`: not a parked poll).
-    pub fn deadline_ms(&self) -> u64 {
+    pub(crate) fn deadline_ms(&self) -> u64 {
         self.deadline_ms.load(Ordering::Relaxed)
     }
 
     /// Records the connection's timer entry (once).
-    pub fn set_timer(&self, key: TimerKey) {
+    pub(crate) fn set_timer(&self, key: TimerKey) {
         let _ = self.timer.set(key);
     }
 
     /// The connection's timer entry, once armed.
-    pub fn timer(&self) -> Option<TimerKey> {
+    pub(crate) fn timer(&self) -> Option<TimerKey> {
         self.timer.get().copied()
     }
 
     /// Records the sequence number of the entry's latest arming.
-    pub fn set_timer_seq(&self, seq: u32) {
+    pub(crate) fn set_timer_seq(&self, seq: u32) {
         self.timer_seq.store(seq, Ordering::Relaxed);
     }
 
     /// Whether an expiry with `seq` is the entry's latest arming.
-    pub fn is_current_timer(&self, seq: u32) -> bool {
+    pub(crate) fn is_current_timer(&self, seq: u32) -> bool {
         self.timer_seq.load(Ordering::Relaxed) == seq
     }
 
     /// Ends the connection's task at once, even mid-write (a peer that
     /// stopped reading cannot block its own close forever).
-    pub fn kill(&self) {
+    pub(crate) fn kill(&self) {
         self.killed.store(true, Ordering::Relaxed);
         self.kill.notify_one();
     }
 
     /// Completes once [`Conn::kill`] was called.
-    pub async fn killed(&self) {
+    pub(crate) async fn killed(&self) {
         if !self.killed.load(Ordering::Relaxed) {
             self.kill.notified().await;
         }

@@ -32,7 +32,7 @@ use crate::protocol::frame::{CloseReason, Frame};
 
 /// One thing for a connection's task to write.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Outgoing {
+pub(crate) enum Outgoing {
     /// A JSON frame, encoded once and shared by every recipient.
     Frame(Frame),
     /// A keep-alive ping (WebSocket ping, SSE comment).
@@ -50,7 +50,7 @@ pub enum Outgoing {
 
 /// What became of a push.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pushed {
+pub(crate) enum Pushed {
     /// Queued for the connection's task.
     Queued,
     /// Written to the socket by the producer (see [`Outbound::set_direct`]).
@@ -67,7 +67,7 @@ pub enum Pushed {
 /// A socket producers may write to without waking the connection's task,
 /// and how its transport puts frames on it (each transport implements it
 /// for its plain-TCP socket: WebSocket frames, SSE chunks).
-pub trait DirectWrite: Send + Sync + std::fmt::Debug {
+pub(crate) trait DirectWrite: Send + Sync + std::fmt::Debug {
     /// Writes what fits of `frame`, encoded for the transport, without
     /// waiting: `None` when all of it went out, or the bytes left for the
     /// task to write. An error means nothing was written (`WouldBlock`
@@ -165,7 +165,7 @@ impl State {
 
 /// A bounded queue of frames plus the wake-up for the task that drains it.
 #[derive(Debug)]
-pub struct Outbound {
+pub(crate) struct Outbound {
     state: Mutex<State>,
     ready: Notify,
     limit: usize,
@@ -173,7 +173,7 @@ pub struct Outbound {
 
 impl Outbound {
     /// An empty queue that holds at most `limit` frames (at least 1).
-    pub fn new(limit: usize) -> Self {
+    pub(crate) fn new(limit: usize) -> Self {
         Self {
             state: Mutex::new(State::default()),
             ready: Notify::new(),
@@ -182,7 +182,7 @@ impl Outbound {
     }
 
     /// Queues a message frame; never blocks.
-    pub fn push_frame(&self, frame: &Frame) -> Pushed {
+    pub(crate) fn push_frame(&self, frame: &Frame) -> Pushed {
         let mut state = self.state.lock();
         if state.closing_since.is_some() {
             return Pushed::Closing;
@@ -218,20 +218,20 @@ impl Outbound {
     /// empty and the task idle. Set it only once anything the connection
     /// must receive first (its resume, its response head) is queued or
     /// written.
-    pub fn set_direct(&self, socket: Arc<dyn DirectWrite>) {
+    pub(crate) fn set_direct(&self, socket: Arc<dyn DirectWrite>) {
         self.state.lock().direct = Some(socket);
     }
 
     /// Forgets the direct socket (the task is ending: the socket must close
     /// with it, not when the last producer lets go of the connection).
-    pub fn clear_direct(&self) {
+    pub(crate) fn clear_direct(&self) {
         self.state.lock().direct = None;
     }
 
     /// Queues bytes already framed for the socket (a protocol reply), after
     /// what is queued, or writes them directly as [`Outbound::push_frame`]
     /// does a frame. Dropped when the connection is closing.
-    pub fn push_raw(&self, bytes: Bytes) {
+    pub(crate) fn push_raw(&self, bytes: Bytes) {
         let mut state = self.state.lock();
         if state.closing_since.is_some() {
             return;
@@ -252,7 +252,7 @@ impl Outbound {
     /// not counted against it either: history bounds it, and a live push
     /// arriving before the connection's first `take` must not find the
     /// replay "too slow".
-    pub fn push_resume(&self, frames: Vec<Frame>, covered: u64) {
+    pub(crate) fn push_resume(&self, frames: Vec<Frame>, covered: u64) {
         let mut state = self.state.lock();
         state.discard_through(covered);
         for frame in frames.into_iter().rev() {
@@ -267,7 +267,7 @@ impl Outbound {
     /// that joined with a cursor (or at a position) covering them must not
     /// get them again. [`Outbound::push_resume`] does the same when it has
     /// frames to queue. Atomic with pushes, so no copy slips in between.
-    pub fn discard_through(&self, covered: u64) {
+    pub(crate) fn discard_through(&self, covered: u64) {
         self.state.lock().discard_through(covered);
     }
 
@@ -275,7 +275,7 @@ impl Outbound {
     /// or writes it to the direct socket: `Written` then (for an event
     /// stream, the client's sign of life), `Queued`, or `Closing` when
     /// nothing was done.
-    pub fn push_ping(&self) -> Pushed {
+    pub(crate) fn push_ping(&self) -> Pushed {
         let mut state = self.state.lock();
         // One pending ping is enough; more would only grow the queue of a
         // client that is not reading.
@@ -296,7 +296,7 @@ impl Outbound {
 
     /// Queues the end of the connection (`Close` or `Reconnect`) after
     /// what is already queued. Returns false if it was already closing.
-    pub fn push_end(&self, end: Outgoing) -> bool {
+    pub(crate) fn push_end(&self, end: Outgoing) -> bool {
         debug_assert!(matches!(end, Outgoing::Close(_) | Outgoing::Reconnect(_)));
         let mut state = self.state.lock();
         if state.closing_since.is_some() {
@@ -318,7 +318,7 @@ impl Outbound {
     /// nothing and gets nothing twice, even while a message is half way
     /// through the fan-out. Returns false (and does not call `make`) if it
     /// was already closing.
-    pub fn push_reconnect(&self, make: impl FnOnce(u64) -> Frame) -> bool {
+    pub(crate) fn push_reconnect(&self, make: impl FnOnce(u64) -> Frame) -> bool {
         let mut state = self.state.lock();
         if state.closing_since.is_some() {
             return false;
@@ -332,25 +332,27 @@ impl Outbound {
     }
 
     /// Whether an end has been queued.
-    pub fn is_closing(&self) -> bool {
+    pub(crate) fn is_closing(&self) -> bool {
         self.state.lock().closing_since.is_some()
     }
 
     /// When the end was queued, by whichever producer queued it (the
     /// fan-out on overflow, the registry on `replaced`, drain, the timer):
     /// the close grace counts from here, not from the timer's last firing.
-    pub fn closing_since(&self) -> Option<Instant> {
+    pub(crate) fn closing_since(&self) -> Option<Instant> {
         self.state.lock().closing_since
     }
 
     /// Live frames (not counting a resume) queued and not yet taken: what
     /// the limit is held against.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.state.lock().frames
     }
 
     /// Whether nothing is queued.
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.state.lock().items.is_empty()
     }
 
@@ -358,7 +360,7 @@ impl Outbound {
     /// trades allocations with the queue instead of copying). Until
     /// [`Outbound::done_writing`], producers queue rather than write to the
     /// direct socket.
-    pub fn take(&self, into: &mut VecDeque<Outgoing>) {
+    pub(crate) fn take(&self, into: &mut VecDeque<Outgoing>) {
         let mut state = self.state.lock();
         if into.is_empty() {
             std::mem::swap(&mut state.items, into);
@@ -372,7 +374,7 @@ impl Outbound {
     /// The task wrote everything it took: producers may write directly
     /// again, unless more was queued meanwhile (then the task is already
     /// notified and takes it next).
-    pub fn done_writing(&self) {
+    pub(crate) fn done_writing(&self) {
         let mut state = self.state.lock();
         if state.items.is_empty() {
             state.writing = false;
@@ -384,7 +386,7 @@ impl Outbound {
     /// close): nothing is queued or written directly afterwards. Returns
     /// the rest of a frame a producer wrote in part, which the task writes
     /// before its last words.
-    pub fn abandon(&self) -> Option<Bytes> {
+    pub(crate) fn abandon(&self) -> Option<Bytes> {
         let mut state = self.state.lock();
         let cut = state.take_cut_frame();
         state.items.clear();
@@ -395,7 +397,7 @@ impl Outbound {
     }
 
     /// Completes once something was queued since the last `take`.
-    pub async fn ready(&self) {
+    pub(crate) async fn ready(&self) {
         self.ready.notified().await;
     }
 }

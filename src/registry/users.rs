@@ -22,7 +22,7 @@ use crate::wheel::TimerKey;
 /// A user's object: created at first contact, reused by every later
 /// connection and poll of that user while it lives.
 #[derive(Debug)]
-pub struct User {
+pub(crate) struct User {
     /// Whose object this is.
     pub id: UserId,
     /// A process-unique number, counted apart from connection ids: names
@@ -35,7 +35,7 @@ pub struct User {
 
 /// A user's long-poll session between polls.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct PollSession {
+pub(crate) struct PollSession {
     /// The session's timer entry, while the session lives.
     pub timer: Option<TimerKey>,
     /// The entry's latest sequence number.
@@ -55,19 +55,19 @@ impl User {
     }
 
     /// The user's live connections, oldest first.
-    pub fn connections(&self) -> Vec<Arc<Conn>> {
+    pub(crate) fn connections(&self) -> Vec<Arc<Conn>> {
         self.conns.lock().clone()
     }
 
     /// Whether a long-poll session keeps the object alive between polls.
-    pub fn has_poll_session(&self) -> bool {
+    pub(crate) fn has_poll_session(&self) -> bool {
         self.poll_session.lock().timer.is_some()
     }
 }
 
 /// The registry's limits.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Connections overall.
     pub max_connections: usize,
     /// Connections per user; a new one past it replaces the oldest.
@@ -81,22 +81,22 @@ pub struct Limits {
 /// A `subscribe` past `max_channels_per_connection`; nothing changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("a connection may be in at most {0} channels")]
-pub struct TooManyChannels(pub usize);
+pub(crate) struct TooManyChannels(pub usize);
 
 /// The gateway is full (`max_connections`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("connection limit reached ({0} connections)")]
-pub struct AtCapacity(pub usize);
+pub(crate) struct AtCapacity(pub usize);
 
-/// A connection just attached, and the one it replaced, if any.
+/// A connection just attached, with its user's object. (The user's
+/// oldest connection, if it made room, is already queued its `replaced`
+/// close.)
 #[derive(Debug)]
-pub struct Attached {
+pub(crate) struct Attached {
     /// The new connection.
     pub conn: Arc<Conn>,
     /// Its user's object.
     pub user: Arc<User>,
-    /// The user's oldest connection, closed with `replaced` to make room.
-    pub replaced: Option<Arc<Conn>>,
 }
 
 /// A share of the connections, for fan-out threads that split every
@@ -104,7 +104,7 @@ pub struct Attached {
 /// connection stays in one lane for its life, so it receives every message
 /// from one thread, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Lane {
+pub(crate) struct Lane {
     /// Which share.
     pub index: u64,
     /// How many shares (at least 1).
@@ -113,14 +113,14 @@ pub struct Lane {
 
 impl Lane {
     /// Whether connection `id` is in this lane.
-    pub fn owns(self, id: ConnId) -> bool {
+    pub(crate) fn owns(self, id: ConnId) -> bool {
         id % self.count == self.index
     }
 }
 
 /// Deliveries made by one fan-out.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Delivered {
+pub(crate) struct Delivered {
     /// Frames queued, by transport index.
     pub queued: [u64; 3],
     /// Connections closed as slow consumers.
@@ -129,7 +129,7 @@ pub struct Delivered {
 
 /// Every user object and connection of this process.
 #[derive(Debug)]
-pub struct Registry {
+pub(crate) struct Registry {
     users: DashMap<UserId, Arc<User>>,
     conns: DashMap<ConnId, Arc<Conn>>,
     poll_sessions: DashMap<u64, Arc<User>>,
@@ -149,7 +149,7 @@ pub struct Registry {
 
 impl Registry {
     /// An empty registry.
-    pub fn new(limits: Limits, counters: Counters) -> Self {
+    pub(crate) fn new(limits: Limits, counters: Counters) -> Self {
         Self {
             users: DashMap::new(),
             conns: DashMap::new(),
@@ -165,14 +165,14 @@ impl Registry {
     }
 
     /// Whether one more connection fits under `max_connections`.
-    pub fn has_room(&self) -> bool {
+    pub(crate) fn has_room(&self) -> bool {
         self.total.load(Ordering::Relaxed) < self.limits.max_connections
     }
 
     /// Adds a connection for `user` in `channels`, creating the user's
     /// object on first contact. Past `max_connections_per_user` the user's
-    /// oldest connection is queued a `replaced` close and returned.
-    pub fn attach(
+    /// oldest connection is queued a `replaced` close.
+    pub(crate) fn attach(
         &self,
         user: UserId,
         transport: Transport,
@@ -220,16 +220,12 @@ impl Registry {
         if ended {
             self.counters.evicted(Eviction::Replaced, 1);
         }
-        Ok(Attached {
-            conn,
-            user: owner,
-            replaced,
-        })
+        Ok(Attached { conn, user: owner })
     }
 
     /// Removes a connection; the user's object goes with its last one
     /// unless a long-poll session keeps it. Idempotent.
-    pub fn detach(&self, conn: &Conn) {
+    pub(crate) fn detach(&self, conn: &Conn) {
         if self.conns.remove(&conn.id).is_none() {
             return;
         }
@@ -255,7 +251,11 @@ impl Registry {
     /// Puts a live connection in `channel` and queues `subscribed`: the
     /// channel's messages fanned out from now on follow it. Already in it:
     /// answers `subscribed` again and changes nothing.
-    pub fn subscribe(&self, conn: &Arc<Conn>, channel: &Channel) -> Result<(), TooManyChannels> {
+    pub(crate) fn subscribe(
+        &self,
+        conn: &Arc<Conn>,
+        channel: &Channel,
+    ) -> Result<(), TooManyChannels> {
         let mut list = conn.channels.lock();
         if !list.contains(channel) {
             let max = self.limits.max_channels_per_connection;
@@ -277,7 +277,7 @@ impl Registry {
 
     /// Takes a connection out of `channel` and queues `unsubscribed`; no
     /// message of the channel is queued after it.
-    pub fn unsubscribe(&self, conn: &Conn, channel: &Channel) {
+    pub(crate) fn unsubscribe(&self, conn: &Conn, channel: &Channel) {
         let mut list = conn.channels.lock();
         if let Some(at) = list.iter().position(|c| c == channel) {
             list.remove(at);
@@ -289,7 +289,7 @@ impl Registry {
     }
 
     /// Connections and users in `channel` on this node.
-    pub fn channel_presence(&self, channel: &Channel) -> ChannelPresence {
+    pub(crate) fn channel_presence(&self, channel: &Channel) -> ChannelPresence {
         self.channels.presence(channel)
     }
 
@@ -307,22 +307,22 @@ impl Registry {
     }
 
     /// Channels with at least one connection here.
-    pub fn channels(&self) -> usize {
+    pub(crate) fn channels(&self) -> usize {
         self.channels.len()
     }
 
     /// Connection-channel pairs here.
-    pub fn subscriptions(&self) -> usize {
+    pub(crate) fn subscriptions(&self) -> usize {
         self.channels.subscriptions()
     }
 
     /// Records that `user` has a long-poll session (named by its handle).
-    pub fn add_poll_session(&self, user: &Arc<User>) {
+    pub(crate) fn add_poll_session(&self, user: &Arc<User>) {
         self.poll_sessions.insert(user.handle, Arc::clone(user));
     }
 
     /// The user whose long-poll session `handle` names.
-    pub fn poll_session(&self, handle: u64) -> Option<Arc<User>> {
+    pub(crate) fn poll_session(&self, handle: u64) -> Option<Arc<User>> {
         self.poll_sessions.get(&handle).map(|u| Arc::clone(&u))
     }
 
@@ -330,7 +330,7 @@ impl Registry {
     /// as `seq` (a poll that re-armed it since keeps it alive). The object
     /// goes unless connections still use it. Returns whether it ended; the
     /// caller then frees the entry.
-    pub fn end_poll_session(&self, user: &Arc<User>, key: TimerKey, seq: u32) -> bool {
+    pub(crate) fn end_poll_session(&self, user: &Arc<User>, key: TimerKey, seq: u32) -> bool {
         {
             let mut session = user.poll_session.lock();
             if session.timer != Some(key) || session.seq != seq {
@@ -352,32 +352,32 @@ impl Registry {
     }
 
     /// A live connection by number.
-    pub fn conn(&self, id: ConnId) -> Option<Arc<Conn>> {
+    pub(crate) fn conn(&self, id: ConnId) -> Option<Arc<Conn>> {
         self.conns.get(&id).map(|c| Arc::clone(&c))
     }
 
     /// A user's object, if it is alive.
-    pub fn user(&self, id: &UserId) -> Option<Arc<User>> {
+    pub(crate) fn user(&self, id: &UserId) -> Option<Arc<User>> {
         self.users.get(id).map(|u| Arc::clone(&u))
     }
 
     /// Open connections overall.
-    pub fn connections(&self) -> usize {
+    pub(crate) fn connections(&self) -> usize {
         self.total.load(Ordering::Relaxed)
     }
 
     /// Open connections of one transport.
-    pub fn connections_of(&self, transport: Transport) -> usize {
+    pub(crate) fn connections_of(&self, transport: Transport) -> usize {
         self.open[transport.index()].load(Ordering::Relaxed)
     }
 
     /// User objects alive.
-    pub fn users(&self) -> usize {
+    pub(crate) fn users(&self) -> usize {
         self.users.len()
     }
 
     /// Each user with connections, and how many (presence snapshots).
-    pub fn connection_counts(&self) -> Vec<(UserId, usize)> {
+    pub(crate) fn connection_counts(&self) -> Vec<(UserId, usize)> {
         self.users
             .iter()
             .map(|u| (u.key().clone(), u.conns.lock().len()))
@@ -386,12 +386,12 @@ impl Registry {
     }
 
     /// Every live connection, for drain and shutdown.
-    pub fn all_connections(&self) -> Vec<Arc<Conn>> {
+    pub(crate) fn all_connections(&self) -> Vec<Arc<Conn>> {
         self.conns.iter().map(|c| Arc::clone(c.value())).collect()
     }
 
     /// Delivers `frame` to every live connection of `lane`.
-    pub fn broadcast(&self, frame: &Frame, lane: Lane) -> Delivered {
+    pub(crate) fn broadcast(&self, frame: &Frame, lane: Lane) -> Delivered {
         // A snapshot first: delivering may write to sockets, which must not
         // happen under the map's shard locks (connects and disconnects
         // would wait for it).
@@ -409,7 +409,7 @@ impl Registry {
     }
 
     /// Delivers `frame` to every connection of `lane` of each of `users`.
-    pub fn send_to(&self, users: &[UserId], frame: &Frame, lane: Lane) -> Delivered {
+    pub(crate) fn send_to(&self, users: &[UserId], frame: &Frame, lane: Lane) -> Delivered {
         let mut delivered = Delivered::default();
         for user in users {
             // The user object is cloned out of the map so no shard lock is
@@ -428,7 +428,12 @@ impl Registry {
 
     /// Delivers `frame` (a message of `channel`) to every connection of
     /// `lane` in the channel.
-    pub fn send_to_channel(&self, channel: &Channel, frame: &Frame, lane: Lane) -> Delivered {
+    pub(crate) fn send_to_channel(
+        &self,
+        channel: &Channel,
+        frame: &Frame,
+        lane: Lane,
+    ) -> Delivered {
         let mut delivered = Delivered::default();
         for conn in self.channels.members(channel, |id| lane.owns(id)) {
             // The list is the authority: an `unsubscribe` since the

@@ -87,7 +87,7 @@ pub(crate) async fn wait_for_connections(
 ) {
     let deadline = tokio::time::Instant::now() + limit;
     loop {
-        let open = gw.state.registry.connections_of(transport);
+        let open = gw.state.inspect().of(transport);
         if open == n {
             return;
         }

@@ -38,7 +38,7 @@ use serde::de::{MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
-use crate::bus::PushTarget;
+pub use crate::bus::PushTarget;
 use crate::http::ApiError;
 
 use crate::protocol::{BadChannel, BadUserId, Channel, UserId};

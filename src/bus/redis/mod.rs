@@ -116,7 +116,7 @@ struct Shared {
 
 /// A [`Bus`] over Redis pub/sub and streams.
 #[derive(Debug)]
-pub struct RedisBus {
+pub(crate) struct RedisBus {
     shared: Arc<Shared>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -132,7 +132,7 @@ impl Drop for RedisBus {
 impl RedisBus {
     /// Connects (retrying for up to `start_wait_secs`), subscribes, and
     /// starts the node's subscriber and presence tasks.
-    pub async fn connect(
+    pub(crate) async fn connect(
         config: &BrokerConfig,
         registry: Arc<Registry>,
         counters: Counters,
