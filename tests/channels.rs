@@ -46,6 +46,24 @@ fn on_redis(test: &str) -> Option<Config> {
     Some(c)
 }
 
+/// Two tests of one scenario: `$memory` on the memory broker, `$redis` on
+/// the real Redis under key prefix `$prefix` (skipped without Redis).
+macro_rules! on_both_brokers {
+    ($memory:ident, $redis:ident, $prefix:literal, $scenario:expr) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $memory() {
+            ($scenario)(memory()).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $redis() {
+            if let Some(config) = on_redis($prefix) {
+                ($scenario)(config).await;
+            }
+        }
+    };
+}
+
 /// A token for `user` whose `channels` claim is `channels`.
 fn token(user: &str, channels: &[&str]) -> String {
     let user = UserId::parse(user).expect("valid user id");
@@ -241,17 +259,12 @@ async fn claim_and_asked_channels_are_joined(config: Config) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn claim_and_asked_channels_are_joined_on_every_transport() {
-    claim_and_asked_channels_are_joined(memory()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn claim_and_asked_channels_are_joined_on_every_transport_on_redis() {
-    if let Some(config) = on_redis("ch-claim") {
-        claim_and_asked_channels_are_joined(config).await;
-    }
-}
+on_both_brokers!(
+    claim_and_asked_channels_are_joined_on_every_transport,
+    claim_and_asked_channels_are_joined_on_every_transport_on_redis,
+    "ch-claim",
+    claim_and_asked_channels_are_joined
+);
 
 async fn a_parked_poll_answers_a_channel_message(config: Config) {
     let gw = Gateway::start(config).await;
@@ -274,17 +287,12 @@ async fn a_parked_poll_answers_a_channel_message(config: Config) {
     assert_eq!(got, [("news".to_owned(), json!("live"))]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_parked_poll_is_answered_with_its_channel_message() {
-    a_parked_poll_answers_a_channel_message(memory()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_parked_poll_is_answered_with_its_channel_message_on_redis() {
-    if let Some(config) = on_redis("ch-parked") {
-        a_parked_poll_answers_a_channel_message(config).await;
-    }
-}
+on_both_brokers!(
+    a_parked_poll_is_answered_with_its_channel_message,
+    a_parked_poll_is_answered_with_its_channel_message_on_redis,
+    "ch-parked",
+    a_parked_poll_answers_a_channel_message
+);
 
 // --- refused before any upgrade ----------------------------------------
 
@@ -448,17 +456,12 @@ fn three_channels(mut config: Config) -> Config {
     config
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn subscribe_and_unsubscribe_frames_on_a_websocket() {
-    subscribe_and_unsubscribe_frames(three_channels(memory())).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn subscribe_and_unsubscribe_frames_on_a_websocket_on_redis() {
-    if let Some(config) = on_redis("ch-sub") {
-        subscribe_and_unsubscribe_frames(three_channels(config)).await;
-    }
-}
+on_both_brokers!(
+    subscribe_and_unsubscribe_frames_on_a_websocket,
+    subscribe_and_unsubscribe_frames_on_a_websocket_on_redis,
+    "ch-sub",
+    |c| subscribe_and_unsubscribe_frames(three_channels(c))
+);
 
 // --- resume --------------------------------------------------------------
 
@@ -567,34 +570,24 @@ async fn joined_since(config: Config) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_channel_joined_since_the_cursor_starts_live() {
-    joined_since(memory()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_channel_joined_since_the_cursor_starts_live_on_redis() {
-    if let Some(config) = on_redis("ch-since") {
-        joined_since(config).await;
-    }
-}
+on_both_brokers!(
+    a_channel_joined_since_the_cursor_starts_live,
+    a_channel_joined_since_the_cursor_starts_live_on_redis,
+    "ch-since",
+    joined_since
+);
 
 fn small_history(mut config: Config) -> Config {
     config.history.size = 3;
     config
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn resume_of_several_channels_is_exactly_once_and_reports_a_gap() {
-    resume_of_several_channels(small_history(memory())).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn resume_of_several_channels_is_exactly_once_and_reports_a_gap_on_redis() {
-    if let Some(config) = on_redis("ch-resume") {
-        resume_of_several_channels(small_history(config)).await;
-    }
-}
+on_both_brokers!(
+    resume_of_several_channels_is_exactly_once_and_reports_a_gap,
+    resume_of_several_channels_is_exactly_once_and_reports_a_gap_on_redis,
+    "ch-resume",
+    |c| resume_of_several_channels(small_history(c))
+);
 
 // --- presence ------------------------------------------------------------
 
@@ -837,14 +830,9 @@ async fn race(config: Config) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn publishers_racing_joins_leaves_and_resumes_deliver_each_message_once() {
-    race(memory()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn publishers_racing_joins_leaves_and_resumes_deliver_each_message_once_on_redis() {
-    if let Some(config) = on_redis("ch-race") {
-        race(config).await;
-    }
-}
+on_both_brokers!(
+    publishers_racing_joins_leaves_and_resumes_deliver_each_message_once,
+    publishers_racing_joins_leaves_and_resumes_deliver_each_message_once_on_redis,
+    "ch-race",
+    race
+);

@@ -197,12 +197,7 @@ impl MemoryBus {
         if cursor.epoch != self.epoch {
             return Resume::new(false, position, Vec::new());
         }
-        let covered: Vec<Channel> = open
-            .channels
-            .iter()
-            .filter(|c| open.coverage.covers(c.as_str()))
-            .cloned()
-            .collect();
+        let covered = open.covered();
         let mut keys = Vec::with_capacity(covered.len() + 1);
         keys.push(StreamKey::User(open.user.clone()));
         keys.extend(covered.iter().cloned().map(StreamKey::Channel));
@@ -219,18 +214,13 @@ impl MemoryBus {
             let frames = resume.map(|r| r.into_frames(&suffix)).unwrap_or_default();
             return Ok(Opened::Ready(frames));
         }
-        let attached = self.registry.attach(
-            open.user,
-            open.transport,
-            open.expires_at,
-            open.now_ms,
-            open.channels,
-        )?;
+        let transport = open.transport;
+        let attached = open.attach(&self.registry)?;
         // Everything numbered so far is in the resume (or, without a
         // cursor, before this connection's time): the fan-out thread may
         // still be delivering some of it, and this connection's floor
         // drops it (also a copy queued since the attach).
-        Resume::seat(resume, &attached.conn, open.transport, state.last_seq);
+        Resume::seat(resume, &attached.conn, transport, state.last_seq);
         drop(state);
         Ok(Opened::Attached(attached))
     }

@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 use crate::history::{Coverage, Cursor};
 use crate::protocol::frame::Frame;
 use crate::protocol::{Channel, Transport, UserId};
-use crate::registry::{AtCapacity, Attached, Conn};
+use crate::registry::{AtCapacity, Attached, Conn, Registry};
 
 pub(crate) use memory::MemoryBus;
 pub(crate) use redis::RedisBus;
@@ -120,6 +120,29 @@ pub(crate) struct Open {
     pub coverage: Coverage,
     /// Now, in ms on the timer's clock.
     pub now_ms: u64,
+}
+
+impl Open {
+    /// The channels its cursor covers (they resume from it; the others
+    /// start live).
+    pub(crate) fn covered(&self) -> Vec<Channel> {
+        self.channels
+            .iter()
+            .filter(|c| self.coverage.covers(c.as_str()))
+            .cloned()
+            .collect()
+    }
+
+    /// Attaches the client to `registry` in its channels.
+    pub(crate) fn attach(self, registry: &Registry) -> Result<Attached, AtCapacity> {
+        registry.attach(
+            self.user,
+            self.transport,
+            self.expires_at,
+            self.now_ms,
+            self.channels,
+        )
+    }
 }
 
 /// How a client joined.

@@ -479,21 +479,11 @@ impl Shared {
     async fn open(&self, open: Open) -> Result<Opened, AtCapacity> {
         let user = open.user.clone();
         let suffix = suffix_of(&open.channels);
-        let covered: Vec<Channel> = open
-            .channels
-            .iter()
-            .filter(|c| open.coverage.covers(c.as_str()))
-            .cloned()
-            .collect();
-        let attached = self.registry.attach(
-            open.user,
-            open.transport,
-            open.expires_at,
-            open.now_ms,
-            open.channels,
-        )?;
+        let covered = open.covered();
+        let (cursor, transport) = (open.cursor, open.transport);
+        let attached = open.attach(&self.registry)?;
         let _ = self.presence.send((user.clone(), 1));
-        let Some(cursor) = open.cursor else {
+        let Some(cursor) = cursor else {
             return Ok(Opened::Attached(attached));
         };
         // The history read awaits Redis: a client that leaves meanwhile
@@ -513,7 +503,7 @@ impl Shared {
         };
         let resume = Resume::new(complete, position, history).covering(suffix_of(&covered));
         let conn = &attached.conn;
-        if open.transport == Transport::Poll && resume.is_news() {
+        if transport == Transport::Poll && resume.is_news() {
             let mut frames = resume.into_frames(&suffix);
             self.release(conn);
             let mut live = std::collections::VecDeque::new();
@@ -527,7 +517,7 @@ impl Shared {
         // A poll parked with nothing to answer yet gets the floor alone: a
         // live copy of a message the cursor covers may have been queued
         // during the history read; it must not be the answer.
-        Resume::seat(Some(resume), conn, open.transport, position.seq);
+        Resume::seat(Some(resume), conn, transport, position.seq);
         Ok(Opened::Attached(attached))
     }
 
