@@ -20,15 +20,17 @@ export type ReconnectReason = 'poll_timeout' | 'draining' | 'lifetime';
  * token), `forbidden` (403: origin not allowed), `token` (getToken failed).
  */
 export type Reason = CloseReason | ReconnectReason | 'client' | 'lost' | 'unauthorized'
-  | 'forbidden' | 'token' | `http_${number}` | string;
+  | 'forbidden' | 'forbidden_channel' | 'token' | `http_${number}` | string;
 
 /** Frames the gateway sends (PROTOCOL.md, "Frames"). */
 export type Frame =
   | { type: 'message'; id: string; cursor: string; stream: 'broadcast' | 'user'; data: unknown }
+  | { type: 'message'; id: string; cursor: string; stream: 'channel'; channel: string; data: unknown }
+  | { type: 'subscribed' | 'unsubscribed'; channel: string }
   | { type: 'recover'; complete: boolean; cursor: string }
   | { type: 'reconnect'; reason: ReconnectReason; retry_ms: number; cursor: string }
   | { type: 'close'; reason: CloseReason }
-  | { type: 'error'; code: string; message: string }
+  | { type: 'error'; code: string; message: string; channel?: string }
   | { type: 'pong' };
 
 /** One delivered message (the `message` event). */
@@ -37,8 +39,14 @@ export interface Message {
   id: string | null;
   /** The cursor of this message (opaque). */
   cursor: string | null;
-  /** `broadcast` (everyone) or `user` (this user's personal stream). */
-  stream: 'broadcast' | 'user';
+  /** `broadcast` (everyone), `user` (this user's personal stream) or `channel`. */
+  stream: 'broadcast' | 'user' | 'channel';
+  /**
+   * The channel, for a channel's message (absent otherwise). A push that
+   * reached several of the client's channels is delivered once, with the
+   * first channel it arrived on.
+   */
+  channel?: string;
   /** The JSON the backend pushed, as is. */
   data: unknown;
   /** The transport it arrived on. */
@@ -68,6 +76,13 @@ export interface ClientError {
   /** The `error` frame's code, or `token` when getToken failed. */
   code: string;
   message: string;
+  /** The channel a refused `subscribe` named. */
+  channel?: string;
+}
+
+/** Why `subscribe()` was refused: `code` is `forbidden_channel`, `bad_channel`, `too_many_channels`, or `http_<status>` / `refused`. */
+export interface ChannelError extends Error {
+  code: string;
 }
 
 /** What getToken may return: the token, or an object holding it (as `/demo/token` answers). */
@@ -89,6 +104,11 @@ export interface Options {
    * close and after a 401.
    */
   getToken?: () => TokenResult | Promise<TokenResult>;
+  /**
+   * Channels to join besides the token's claim (each in the claim or public
+   * on the gateway), sent as `channels=` on every transport. Default none.
+   */
+  channels?: string[];
   /** Transports to try, in order. Default `['ws', 'poll']`. */
   transports?: TransportName[];
   onMessage?: (message: Message) => void;
@@ -152,6 +172,16 @@ export class Pushgate {
   readonly reason: Reason | null;
   /** The cursor a reconnect would resume from. */
   readonly cursor: string | null;
+  /** The channels asked for (the `channels` option and later subscribes). */
+  readonly channels: string[];
+  /**
+   * Joins a channel: a `subscribe` frame on a WebSocket (resolves on
+   * `subscribed`), else a reconnect with the new list (resolves once it is
+   * up). Rejects with a ChannelError, the list unchanged, when refused.
+   */
+  subscribe(name: string): Promise<void>;
+  /** Leaves a channel: an `unsubscribe` frame, or a reconnect with the new list. */
+  unsubscribe(name: string): Promise<void>;
   /** Starts connecting; a no-op unless idle or closed. Returns this. */
   connect(): this;
   /** Stops for good (until connect() again); keeps the cursor. */
@@ -213,15 +243,20 @@ export class RecentIds {
 export function parseFrame(text: string): Frame | null;
 
 export type Step =
-  | { action: 'message'; id: string | null; cursor: string | null; stream: 'broadcast' | 'user'; data: unknown }
+  | { action: 'message'; id: string | null; cursor: string | null; stream: 'broadcast' | 'user' | 'channel'; channel?: string | null; data: unknown }
+  | { action: 'subscribed' | 'unsubscribed'; channel: string }
   | { action: 'recover'; complete: boolean; cursor: string | null }
   | { action: 'reconnect'; reason: string; retryMs: number; cursor: string | null }
   | { action: 'close'; reason: string; then: 'reconnect' | 'renew' | 'stop' }
-  | { action: 'error'; code: string; message: string }
+  | { action: 'error'; code: string; message: string; channel?: string }
   | { action: 'pong' }
   | { action: 'ignore' };
 
 export function classifyFrame(frame: unknown): Step;
+/** Whether `name` is a channel name: 1 to 128 bytes of `[A-Za-z0-9_.:@-]`. */
+export function isChannelName(name: unknown): name is string;
+/** Channel names with repeats dropped; throws a TypeError for a bad one. */
+export function channelList(names: string[] | null | undefined): string[];
 export function closeAction(reason: string): 'reconnect' | 'renew' | 'stop';
 export function closeReasonOfCode(code: number): CloseReason | null;
 export function tokenExpiryMs(token: string): number | null;

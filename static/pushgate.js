@@ -276,25 +276,34 @@ export function closeReasonOfCode(code) {
 
 /**
  * What to do with one frame, as a plain object:
- * - `{action:'message', id, cursor, stream, data}`
+ * - `{action:'message', id, cursor, stream, data}`, with `channel` when
+ *   `stream` is `'channel'`
+ * - `{action:'subscribed'|'unsubscribed', channel}` (answers on a WebSocket)
  * - `{action:'recover', complete, cursor}`
  * - `{action:'reconnect', reason, retryMs, cursor}`
  * - `{action:'close', reason, then}` where `then` is `closeAction(reason)`
- * - `{action:'error', code, message}` (the gateway's answer to a bad frame)
+ * - `{action:'error', code, message}` (the gateway's answer to a bad frame),
+ *   with `channel` when it refused a `subscribe`
  * - `{action:'pong'}` and `{action:'ignore'}` (unknown types, for forward
  *   compatibility with new frame types).
  */
 export function classifyFrame(frame) {
   if (!isFrame(frame)) return { action: 'ignore' };
   switch (frame.type) {
-    case 'message':
-      return {
+    case 'message': {
+      const step = {
         action: 'message',
         id: frame.id === undefined || frame.id === null ? null : String(frame.id),
         cursor: typeof frame.cursor === 'string' ? frame.cursor : null,
-        stream: frame.stream === 'user' ? 'user' : 'broadcast',
+        stream: STREAMS.includes(frame.stream) ? frame.stream : 'broadcast',
         data: frame.data,
       };
+      if (step.stream === 'channel') step.channel = typeof frame.channel === 'string' ? frame.channel : null;
+      return step;
+    }
+    case 'subscribed':
+    case 'unsubscribed':
+      return { action: frame.type, channel: String(frame.channel ?? '') };
     case 'recover':
       return {
         action: 'recover',
@@ -312,13 +321,39 @@ export function classifyFrame(frame) {
       const reason = String(frame.reason ?? 'unknown');
       return { action: 'close', reason, then: closeAction(reason) };
     }
-    case 'error':
-      return { action: 'error', code: String(frame.code ?? ''), message: String(frame.message ?? '') };
+    case 'error': {
+      const step = { action: 'error', code: String(frame.code ?? ''), message: String(frame.message ?? '') };
+      if (typeof frame.channel === 'string') step.channel = frame.channel;
+      return step;
+    }
     case 'pong':
       return { action: 'pong' };
     default:
       return { action: 'ignore' };
   }
+}
+
+/** The streams a message can belong to. */
+const STREAMS = ['broadcast', 'user', 'channel'];
+
+/** Whether `name` is a channel name: 1 to 128 bytes of `[A-Za-z0-9_.:@-]`. */
+export function isChannelName(name) {
+  return typeof name === 'string' && /^[A-Za-z0-9_.:@-]{1,128}$/.test(name);
+}
+
+/**
+ * A list of channel names with repeats dropped, in first-seen order;
+ * throws a TypeError naming the first bad one.
+ */
+export function channelList(names) {
+  if (names === undefined || names === null) return [];
+  if (!Array.isArray(names)) throw new TypeError(`channels: a list of names, got ${JSON.stringify(names)}`);
+  const out = [];
+  for (const name of names) {
+    if (!isChannelName(name)) throw new TypeError(`not a channel name: ${JSON.stringify(name)}`);
+    if (!out.includes(name)) out.push(name);
+  }
+  return out;
 }
 
 /** The `exp` claim of a JWT in ms since the epoch, or null if unreadable. */
@@ -451,7 +486,7 @@ function openWebSocket(url, on, env, opts) {
   };
   ws.onerror = () => {};
   ws.onclose = (event) => end({ established, code: event.code });
-  return { stop: () => stop() };
+  return { stop: () => stop(), send };
 }
 
 /**
@@ -501,9 +536,19 @@ function openPoll(url, on, env, opts, alreadyUp) {
     if (stopped) return;
     if (response.status !== 200) {
       const retryAfter = Number(response.headers?.get?.('retry-after'));
+      // The error's code says which refusal it is (`forbidden_channel`, ...).
+      let code;
+      try {
+        const body = await response.json();
+        if (typeof body?.error?.code === 'string') code = body.error.code;
+      } catch {
+        // Not JSON: the status alone.
+      }
+      if (stopped) return;
       end({
         established,
         status: response.status,
+        code,
         retryAfterMs: Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter * 1000 : 0,
       });
       return;
@@ -597,6 +642,7 @@ function resolveOptions(options) {
   }
   opts.transports = [...transports];
   opts.paths = { ws: '/ws', poll: '/poll', sse: '/sse', ...options.paths };
+  opts.channels = channelList(options.channels);
   return opts;
 }
 
@@ -612,7 +658,9 @@ function defaultStorage() {
  * A connection to one gateway for one user, kept up across failures.
  *
  * Events (subscribe with `on(type, fn)` or the `on<Type>` options):
- * - `message`: `{id, cursor, stream, data, transport}`, once per id;
+ * - `message`: `{id, cursor, stream, data, transport}` (and `channel` for
+ *   a channel's message), once per id: a push that reached several of the
+ *   client's channels is shown once;
  * - `status`: `{state, transport, reason, attempt, retryInMs}` on every
  *   change of state or transport and every scheduled retry;
  * - `recover`: `{complete, cursor}` after a resume (complete false: the
@@ -661,6 +709,10 @@ export class Pushgate {
     this.retryTimer = null;
     this.openedAt = 0;
     this.up = false;
+    /** The channels asked for (sent as `channels=` on every transport). */
+    this.channelNames = [...this.options.channels];
+    /** Pending `subscribe`/`unsubscribe` calls by channel: {op, resolve, reject}. */
+    this.pending = new Map();
     this.listeners = { message: new Set(), status: new Set(), recover: new Set(), error: new Set() };
     for (const [type, key] of [['message', 'onMessage'], ['status', 'onStatus'],
       ['recover', 'onRecover'], ['error', 'onError']]) {
@@ -674,6 +726,26 @@ export class Pushgate {
   /** The cursor a reconnect would resume from, or null. */
   get cursor() {
     return this.cursors.get();
+  }
+
+  /** The channels the client asks for, beyond its token's claim. */
+  get channels() {
+    return [...this.channelNames];
+  }
+
+  /**
+   * Joins channel `name`: a `subscribe` frame on a WebSocket (resolves on
+   * `subscribed`), else a reconnect with the new list (resolves once it is
+   * up). Rejects, and leaves the list as it was, if the gateway refuses it
+   * (`forbidden_channel`, `bad_channel`, `too_many_channels`).
+   */
+  subscribe(name) {
+    return this.changeChannels('subscribe', name);
+  }
+
+  /** Leaves channel `name` (an `unsubscribe` frame, or a reconnect). */
+  unsubscribe(name) {
+    return this.changeChannels('unsubscribe', name);
   }
 
   /** Subscribes `fn` to `type`; returns a function that unsubscribes. */
@@ -713,6 +785,45 @@ export class Pushgate {
   }
 
   // -- internals ------------------------------------------------------------
+
+  changeChannels(op, name) {
+    if (!isChannelName(name)) return Promise.reject(new TypeError(`not a channel name: ${JSON.stringify(name)}`));
+    const joined = this.channelNames.includes(name);
+    if ((op === 'subscribe') === joined && !this.pending.has(name)) return Promise.resolve();
+    this.pending.get(name)?.reject(new Error(`${op} ${name} superseded`));
+    if (op === 'subscribe' && !joined) this.channelNames.push(name);
+    if (op === 'unsubscribe') this.channelNames = this.channelNames.filter((c) => c !== name);
+    const done = new Promise((resolve, reject) => this.pending.set(name, { op, resolve, reject }));
+    if (this.state === STATES.IDLE || this.state === STATES.CLOSED) {
+      // Not connected: the list goes with the next connect.
+      this.settle(name, null);
+    } else if (this.transport === 'ws' && this.state === STATES.CONNECTED && this.conn?.send) {
+      this.conn.send(JSON.stringify({ type: op, channel: name }));
+    } else {
+      // Long-poll and SSE take the list on a new request: make it now.
+      this.relisting = true;
+      this.attempt();
+    }
+    return done;
+  }
+
+  /** Ends the pending call for `name`: resolved, or rejected with `error`. */
+  settle(name, error) {
+    const pending = this.pending.get(name);
+    if (!pending) return;
+    this.pending.delete(name);
+    if (error) pending.reject(error);
+    else pending.resolve();
+  }
+
+  /** Undoes a refused `subscribe` of `name` and rejects its call. */
+  refuse(name, code, message) {
+    const pending = this.pending.get(name);
+    if (pending?.op === 'subscribe') this.channelNames = this.channelNames.filter((c) => c !== name);
+    const error = new Error(message || code);
+    error.code = code;
+    this.settle(name, error);
+  }
 
   emit(type, value) {
     for (const fn of [...this.listeners[type]]) {
@@ -804,7 +915,7 @@ export class Pushgate {
     }
     const transport = this.transport;
     const url = transportUrl(this.baseUrl, this.options.paths[transport],
-      { token, cursor: this.cursors.get() }, transport);
+      { token, cursor: this.cursors.get(), channels: this.channelNames.join(',') }, transport);
     const callbacks = {
       open: () => generation === this.generation && this.onOpen(),
       frame: (frame) => generation === this.generation && this.onFrame(frame),
@@ -812,7 +923,12 @@ export class Pushgate {
     };
     if (transport === 'ws') this.conn = openWebSocket(url, callbacks, this.env, this.options);
     else if (transport === 'sse') this.conn = openSse(url, callbacks, this.env, this.options);
-    else this.conn = openPoll(url, callbacks, this.env, this.options, this.up && this.proven.has('poll'));
+    else {
+      // A poll with a changed channel list must show it is accepted before
+      // the change counts as done.
+      const up = this.up && this.proven.has('poll') && !this.relisting;
+      this.conn = openPoll(url, callbacks, this.env, this.options, up);
+    }
   }
 
   onOpen() {
@@ -821,6 +937,9 @@ export class Pushgate {
     this.up = true;
     this.reason = null;
     this.setState(STATES.CONNECTED);
+    // A connection made with the current list settles every pending change.
+    this.relisting = false;
+    for (const name of [...this.pending.keys()]) this.settle(name, null);
   }
 
   onFrame(frame) {
@@ -830,8 +949,14 @@ export class Pushgate {
         this.cursors.set(step.cursor);
         if (this.seen.add(step.id)) {
           const { id, cursor, stream, data } = step;
-          this.emit('message', { id, cursor, stream, data, transport: this.transport });
+          const event = { id, cursor, stream, data, transport: this.transport };
+          if (stream === 'channel') event.channel = step.channel;
+          this.emit('message', event);
         }
+        break;
+      case 'subscribed':
+      case 'unsubscribed':
+        if (this.pending.get(step.channel)?.op === step.action.slice(0, -1)) this.settle(step.channel, null);
         break;
       case 'recover':
         this.cursors.set(step.cursor);
@@ -851,7 +976,10 @@ export class Pushgate {
         this.onClose(step.reason);
         break;
       case 'error':
-        this.emit('error', { code: step.code, message: step.message });
+        if (step.channel !== undefined && this.pending.has(step.channel)) {
+          this.refuse(step.channel, step.code, step.message);
+        }
+        this.emit('error', { code: step.code, message: step.message, ...(step.channel !== undefined ? { channel: step.channel } : {}) });
         break;
       default:
         break;
@@ -874,6 +1002,24 @@ export class Pushgate {
     }
     this.settleBackoff();
     this.schedule(this.backoff.next());
+  }
+
+  /**
+   * Whether a refused request was about channels being changed: then the
+   * pending subscribes are undone and rejected.
+   */
+  refusedChannels(info) {
+    const channelCodes = ['forbidden_channel', 'bad_channel', 'too_many_channels'];
+    if (info.code !== undefined && !channelCodes.includes(info.code)) return false;
+    // An EventSource shows no status: a reconnect made for a new list that
+    // fails before it is up is taken as the list's refusal.
+    if (!info.status && !this.relisting) return false;
+    this.relisting = false;
+    const subscribing = [...this.pending].filter(([, p]) => p.op === 'subscribe').map(([name]) => name);
+    if (subscribing.length === 0) return false;
+    const code = info.code ?? (info.status ? `http_${info.status}` : 'refused');
+    for (const name of subscribing) this.refuse(name, code, `channel ${name} refused`);
+    return true;
   }
 
   /** Resets the backoff if the connection that just ended was healthy. */
@@ -899,8 +1045,13 @@ export class Pushgate {
         return;
       }
       this.token = null;
+    } else if ((info.status === 403 || info.status === 400 || (!info.established && !info.status))
+      && this.refusedChannels(info)) {
+      // A new channel list was refused: it is back as it was; go on.
+      this.attempt();
+      return;
     } else if (info.status === 403) {
-      this.finish('forbidden');
+      this.finish(info.code === 'forbidden_channel' ? 'forbidden_channel' : 'forbidden');
       return;
     } else if (info.status === 400 && this.cursors.get() !== null) {
       // bad_cursor: the stored cursor is not one this gateway issued.
