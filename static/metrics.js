@@ -165,6 +165,8 @@ export function snapshot(parsed) {
     connections: byLabel(parsed, 'pushgate_connections', 'transport'),
     sessions: value(parsed, 'pushgate_sessions'),
     timerEntries: value(parsed, 'pushgate_timer_entries'),
+    channels: value(parsed, 'pushgate_channels'),
+    subscriptions: value(parsed, 'pushgate_subscriptions'),
     published: byLabel(parsed, 'pushgate_messages_published_total', 'stream'),
     delivered: byLabel(parsed, 'pushgate_messages_delivered_total', 'transport'),
     evictions: byLabel(parsed, 'pushgate_evictions_total', 'reason'),

@@ -214,4 +214,49 @@ describe('demo page', () => {
     assert.deepEqual(page.errors, []);
     await context.close();
   });
+  test('joins a public channel, gets its segment from the token, and shows a push to both once', async () => {
+    const context = await browser.newContext();
+    const page = await newPage(context);
+    await page.goto(`${gateway.url}/`);
+    await page.fill('#user', 'dora');
+    await page.fill('#segments', 'vip');
+    await page.click('#connect');
+    await expectConnected(page, 'ws');
+    await page.fill('#channel', 'news');
+    await page.click('#join');
+    await waitFor(async () => (await page.textContent('#channels')) === 'vip, news',
+      { what: 'news joined', timeoutMs: 10000 });
+    // A public channel the page asked for, and the token's segment.
+    const news = nextId('news');
+    await gateway.push({ to: { channels: ['news'] }, id: news, data: { title: 'Breaking' } });
+    await expectShown(page, news);
+    const item = page.locator(`#messages li[data-id="${news}"]`);
+    assert.equal(await item.getAttribute('data-channel'), 'news');
+    assert.equal(await item.locator('.badge[data-stream]').textContent(), '#news');
+    // A promotion to the segment and the topic at once: shown once.
+    const both = nextId('both');
+    await gateway.push({ to: { channels: ['vip', 'news'] }, id: both, data: { title: 'VIP and news' } });
+    await expectShown(page, both);
+    const marker = nextId('marker');
+    await gateway.push({ to: '*', id: marker, data: { title: 'after' } });
+    await expectShown(page, marker);
+    assert.equal(await shown(page, both), 1, 'one item for a push that reached two channels');
+    // A channel that is not public is refused and nothing changes.
+    await page.fill('#channel', 'secret');
+    await page.click('#join');
+    await waitFor(async () => /subscribe secret refused: forbidden_channel/.test(await page.textContent('#log')),
+      { what: 'refusal logged', timeoutMs: 10000 });
+    assert.equal(await page.textContent('#channels'), 'vip, news');
+    // The panel pushes to a segment too.
+    await page.click('label:has(input[name=to][value=channels])');
+    await page.fill('#push-channels', 'vip');
+    await page.fill('#promo-title', 'Segment promo');
+    await page.click('#push-send');
+    await waitFor(async () => /to 1 channel/.test(await page.textContent('#push-result')),
+      { what: 'push answered', timeoutMs: 10000 });
+    await waitFor(async () => (await page.locator('#messages li[data-channel="vip"]').count()) >= 2,
+      { what: 'segment promo shown', timeoutMs: 10000 });
+    assert.deepEqual(page.errors, []);
+    await context.close();
+  });
 });

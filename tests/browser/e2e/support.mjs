@@ -109,6 +109,9 @@ allowed_origins = ["*"]
 
 [demo]
 enabled = true
+
+[channels]
+public = ["news", "product.*"]
 `);
   }
 

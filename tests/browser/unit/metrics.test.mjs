@@ -28,6 +28,10 @@ pushgate_connections{transport="sse"} 1
 pushgate_timer_entries 6
 # TYPE pushgate_sessions gauge
 pushgate_sessions 4
+# TYPE pushgate_channels gauge
+pushgate_channels 3
+# TYPE pushgate_subscriptions gauge
+pushgate_subscriptions 7
 
 # TYPE pushgate_timer_lateness_seconds histogram
 pushgate_timer_lateness_seconds_bucket{le="0.001"} 0
@@ -46,6 +50,8 @@ test('a scrape becomes the dashboard snapshot', () => {
   assert.deepEqual(s.connections, { poll: 1, ws: 3, sse: 1 });
   assert.equal(s.sessions, 4);
   assert.equal(s.timerEntries, 6);
+  assert.equal(s.channels, 3);
+  assert.equal(s.subscriptions, 7);
   assert.deepEqual(s.published, { user: 2, broadcast: 13 });
   assert.deepEqual(s.delivered, { poll: 9, ws: 41, sse: 13 });
   assert.deepEqual(s.evictions, { idle: 0, replaced: 1 });
