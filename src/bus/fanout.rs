@@ -81,10 +81,15 @@ impl Fanout {
                                 }
                             };
                         }
-                        if job.pending.fetch_sub(1, Ordering::AcqRel) == 1
-                            && let Some(then) = job.then.lock().take()
-                        {
-                            then();
+                        if job.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+                            // Every lane is done: the copies made for
+                            // connections in channels are not needed again.
+                            if let Some((frame, _)) = &job.message {
+                                frame.forget_copies();
+                            }
+                            if let Some(then) = job.then.lock().take() {
+                                then();
+                            }
                         }
                     }
                 })?;

@@ -75,13 +75,15 @@ impl FromStr for Cursor {
             !s.is_empty()
                 && s.bytes().all(|b| {
                     if hex {
-                        b.is_ascii_hexdigit()
+                        matches!(b, b'0'..=b'9' | b'a'..=b'f')
                     } else {
                         b.is_ascii_digit()
                     }
                 })
         };
-        if epoch.len() != 16 || !digits(epoch, true) || !digits(seq, false) {
+        // Exactly as `Display` writes it: lowercase hex, no leading zero.
+        let padded = seq.len() > 1 && seq.starts_with('0');
+        if epoch.len() != 16 || !digits(epoch, true) || !digits(seq, false) || padded {
             return Err(BadCursor);
         }
         Ok(Self {
@@ -288,6 +290,9 @@ mod tests {
             "deadbeef01234567-18446744073709551616",
             "deadbeef01234567-42-1",
             " deadbeef01234567-42",
+            "DEADBEEF01234567-42",
+            "deadbeef01234567-042",
+            "deadbeef01234567-00",
         ] {
             assert_eq!(bad.parse::<Cursor>(), Err(BadCursor), "{bad:?}");
         }

@@ -433,6 +433,12 @@ impl Frame {
         frame
     }
 
+    /// Drops the suffixed copies (once the fan-out is done with the
+    /// message: history keeps only the message itself).
+    pub(crate) fn forget_copies(&self) {
+        self.0.variants.lock().clear();
+    }
+
     fn suffixed(&self, suffix: &str) -> Option<Self> {
         let cursor = self.0.cursor.as_deref()?;
         self.with_cursor(&format!("{cursor}{suffix}"))
@@ -960,6 +966,13 @@ mod parts_tests {
         assert_eq!(copy.cursor(), Some("0000000000000001-5~0badcafe"));
         let again = frame.with_cursor_suffix(&Arc::from("~0badcafe"));
         assert!(Arc::ptr_eq(&copy.0, &again.0), "one copy per suffix");
+        frame.forget_copies();
+        let fresh = frame.with_cursor_suffix(&suffix);
+        assert!(
+            !Arc::ptr_eq(&copy.0, &fresh.0),
+            "forgotten copies are made anew"
+        );
+        assert_eq!(fresh.json(), copy.json());
         let empty: Arc<str> = Arc::from("");
         assert!(Arc::ptr_eq(&frame.with_cursor_suffix(&empty).0, &frame.0));
         let pong = Frame::pong();
