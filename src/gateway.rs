@@ -8,6 +8,8 @@ use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 use crate::auth::api_key::ApiKey;
+use crate::auth::jwks::{Jwks, JwksError};
+use crate::auth::keys::{self, KeyError, PublicKey};
 use crate::auth::origin::{BadOrigin, OriginPolicy};
 use crate::auth::token::TokenVerifier;
 use crate::bus::{Bus, BusError, MemoryBus, RedisBus};
@@ -41,6 +43,74 @@ pub enum StartError {
     /// A thread of the gateway's own (the fan-out) could not be started.
     #[error("cannot start a thread: {0}")]
     Thread(std::io::Error),
+    /// A file of `[auth] public_keys` cannot be read.
+    #[error("auth.public_keys[{index}]: cannot read {path:?}: {source}")]
+    PublicKeyFile {
+        /// Its place in the list.
+        index: usize,
+        /// The path configured.
+        path: String,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// A file of `[auth] public_keys` holds no usable public key.
+    #[error("auth.public_keys[{index}]: {path:?} {source}")]
+    PublicKey {
+        /// Its place in the list.
+        index: usize,
+        /// The path configured.
+        path: String,
+        /// What is wrong with it.
+        source: KeyError,
+    },
+    /// `[auth] jwks_url` cannot be used (a bad URL, no root certificates).
+    #[error(transparent)]
+    Jwks(#[from] JwksError),
+    /// `[auth] jwks_url` needs an async start ([`Gateway::connect`]).
+    #[error("auth.jwks_url needs Gateway::connect")]
+    JwksNeedsConnect,
+}
+
+/// How long start-up waits for the first fetch of `[auth] jwks_url`
+/// before going on without it (retrying in the background).
+pub const JWKS_START_WAIT: Duration = crate::auth::jwks::FETCH_TIMEOUT;
+
+/// Reads every file of `[auth] public_keys`, in order.
+fn load_public_keys(paths: &[String]) -> Result<Vec<PublicKey>, StartError> {
+    paths
+        .iter()
+        .enumerate()
+        .map(|(index, path)| {
+            let pem = std::fs::read(path).map_err(|source| StartError::PublicKeyFile {
+                index,
+                path: path.clone(),
+                source,
+            })?;
+            keys::from_pem(&pem).map_err(|source| StartError::PublicKey {
+                index,
+                path: path.clone(),
+                source,
+            })
+        })
+        .collect()
+}
+
+/// The token verifier `[auth]` describes, with its PEM keys read and
+/// `jwks` the started JWK set cache, if any.
+fn token_verifier_with(
+    config: &Config,
+    public_keys: Vec<PublicKey>,
+    jwks: Option<Arc<Jwks>>,
+) -> TokenVerifier {
+    let auth = &config.auth;
+    let verifier = TokenVerifier::new(auth.secret.as_bytes())
+        .with_public_keys(public_keys)
+        .with_issuer(auth.issuer.clone())
+        .with_audience(auth.audience.clone());
+    match jwks {
+        Some(jwks) => verifier.with_jwks(jwks),
+        None => verifier,
+    }
 }
 
 /// What every gateway is built from, whichever its broker.
@@ -119,14 +189,27 @@ impl Gateway {
         if config.broker.kind != BrokerKind::Memory {
             return Err(StartError::Broker(config.broker.kind));
         }
+        if config.auth.jwks_url.is_some() {
+            return Err(StartError::JwksNeedsConnect);
+        }
+        let tokens =
+            token_verifier_with(&config, load_public_keys(&config.auth.public_keys)?, None);
         let parts = Parts::new(&config);
         let bus = parts.memory_bus(&config)?;
-        Self::assemble(config, parts, bus)
+        Self::assemble(config, parts, bus, tokens)
     }
 
     /// Builds the gateway, connecting to Redis when `[broker] kind =
-    /// "redis"` (waiting up to `start_wait_secs` for it).
+    /// "redis"` (waiting up to `start_wait_secs` for it), and fetching
+    /// `[auth] jwks_url` when set (waiting up to [`JWKS_START_WAIT`] for
+    /// it, then going on and retrying in the background).
     pub async fn connect(config: Config) -> Result<Arc<Self>, StartError> {
+        let public_keys = load_public_keys(&config.auth.public_keys)?;
+        let jwks = match &config.auth.jwks_url {
+            Some(url) => Some(Jwks::start(url, config.auth.jwks_refresh(), JWKS_START_WAIT).await?),
+            None => None,
+        };
+        let tokens = token_verifier_with(&config, public_keys, jwks);
         let parts = Parts::new(&config);
         let bus: Arc<dyn Bus> = match config.broker.kind {
             BrokerKind::Memory => parts.memory_bus(&config)?,
@@ -141,10 +224,15 @@ impl Gateway {
                 .await?,
             ),
         };
-        Self::assemble(config, parts, bus)
+        Self::assemble(config, parts, bus, tokens)
     }
 
-    fn assemble(config: Config, parts: Parts, bus: Arc<dyn Bus>) -> Result<Arc<Self>, StartError> {
+    fn assemble(
+        config: Config,
+        parts: Parts,
+        bus: Arc<dyn Bus>,
+        tokens: TokenVerifier,
+    ) -> Result<Arc<Self>, StartError> {
         let push_limiter = std::num::NonZeroU32::new(config.limits.push_rate_per_sec)
             .map(|rate| RateLimiter::direct(Quota::per_second(rate)));
         let deadlines = Arc::new(Deadlines::new(
@@ -156,7 +244,7 @@ impl Gateway {
         ));
         Ok(Arc::new(Self {
             deadlines,
-            tokens: TokenVerifier::new(config.auth.secret.as_bytes()),
+            tokens,
             api_key: ApiKey::new(&config.auth.api_key),
             origins: OriginPolicy::new(&config.auth.allowed_origins)?,
             public_channels: PublicChannels::new(&config.channels.public),

@@ -85,6 +85,11 @@ fn main() -> anyhow::Result<()> {
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let expires_at = pushgate::gateway::Gateway::unix_now().saturating_add(ttl);
+            if config.auth.secret.is_empty() {
+                anyhow::bail!(
+                    "auth.secret is not set: pushgate token mints HS256 tokens signed with it"
+                );
+            }
             let secret = config.auth.secret.as_bytes();
             println!(
                 "{}",

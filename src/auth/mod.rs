@@ -1,6 +1,8 @@
 //! Who may connect and who may push: client tokens, the API key, origins.
 
 pub(crate) mod api_key;
+pub mod jwks;
+pub mod keys;
 pub(crate) mod origin;
 pub mod token;
 

@@ -1,12 +1,22 @@
-//! Client tokens (HS256 JWT).
+//! Client tokens (JWT): HS256 with a shared secret, RS256, ES256 and EdDSA
+//! with public keys.
 //!
-//! A client proves its user id with a JWT signed HS256 with `[auth] secret`,
-//! claims `sub` = user id and `exp` = expiry in seconds since the epoch,
-//! and optionally `nbf` = the second it becomes valid (RFC 7519 §4.1.5).
-//! Verification is pure: the caller passes the current time, so tests never
-//! read a clock.
+//! A client proves its user id with a JWT, claims `sub` = user id and
+//! `exp` = expiry in seconds since the epoch, and optionally `nbf` = the
+//! second it becomes valid (RFC 7519 §4.1.5), `iss` and `aud`.
+//! Verification is pure: the caller passes the current time (and the
+//! current JWK set), so tests never read a clock.
+//!
+//! Which key checks a token is decided by its header alone, and only among
+//! keys configured for the header's `alg`:
+//!
+//! - `HS256`: `[auth] secret`, nothing else;
+//! - `RS256`, `ES256`, `EdDSA`: with a `kid` that a JWK set knows, that key
+//!   only; otherwise every PEM key of the algorithm (and, without a `kid`,
+//!   every JWK of it), the first whose signature matches wins.
 
 use std::fmt;
+use std::sync::Arc;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -15,10 +25,9 @@ use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::jwks::Jwks;
+use super::keys::PublicKey;
 use crate::protocol::{BadUserId, Channel, UserId};
-
-/// The only `alg` header value accepted.
-const ACCEPTED_ALG: &str = "HS256";
 
 /// Why a token was refused. Every variant maps to `401`; the detail is for
 /// the log, never for the client.
@@ -33,17 +42,40 @@ pub enum TokenError {
     /// The header or the claims are not a JSON object of the expected shape.
     #[error("token header or claims are not a valid json object")]
     BadJson,
-    /// The header's `alg` is missing or anything but `HS256` (`none`,
-    /// `RS256`, `HS512`, ...).
-    #[error("token algorithm is not HS256")]
+    /// The header's `alg` is missing, or no configured key is for it
+    /// (`none`, `HS512`, `RS256` without an RSA key, `HS256` without a
+    /// secret, a `kid` whose key is of another algorithm, ...).
+    #[error("token algorithm is not one a configured key is for")]
     UnsupportedAlgorithm,
-    /// The HMAC does not match the configured secret.
+    /// The header's `kid` names no key of the JWK set (nor does a PEM key
+    /// of its algorithm match): the set may be stale, so the caller may
+    /// refresh it once and try again.
+    #[error("token kid {kid:?} names no known key")]
+    UnknownKey {
+        /// The header's `kid`; `None` when no JWK set has been loaded yet.
+        kid: Option<String>,
+    },
+    /// The signature matches no key of the token's algorithm.
     #[error("token signature does not match")]
     BadSignature,
-    /// The token carries an `aud` claim; pushgate names no audience, so the
-    /// token was meant for another service (RFC 7519 section 4.1.3).
+    /// The token carries an `aud` claim and pushgate names no audience
+    /// (`[auth] audience` unset), so the token was meant for another
+    /// service (RFC 7519 section 4.1.3).
     #[error("token carries an aud claim, which pushgate does not accept")]
     UnexpectedAudience,
+    /// `[auth] audience` is set and the token has no `aud` claim.
+    #[error("token has no aud claim")]
+    MissingAudience,
+    /// `[auth] audience` is set and the token's `aud` (a string or a list
+    /// of strings) does not name it.
+    #[error("token aud claim does not name this gateway's audience")]
+    WrongAudience,
+    /// `[auth] issuer` is set and the token has no `iss` claim.
+    #[error("token has no iss claim")]
+    MissingIssuer,
+    /// `[auth] issuer` is set and the token's `iss` is another.
+    #[error("token iss claim is not the configured issuer")]
+    WrongIssuer,
     /// No `exp` claim (or `exp: null`).
     #[error("token has no exp claim")]
     MissingExpiry,
@@ -99,47 +131,96 @@ pub struct VerifiedToken {
     pub channels: Vec<Channel>,
 }
 
-/// Checks client tokens against the configured secret.
+/// Checks client tokens against the configured keys.
 ///
-/// Built once at start from `[auth] secret`; cheap to share behind an `Arc`.
+/// Built once at start from `[auth]`; cheap to share behind an `Arc`.
 /// There is no leeway on `exp` or `nbf`: a token is valid while
 /// `nbf <= now < exp` (`nbf` optional). Tokens
 /// are minted by backends with lifetimes of minutes or hours, so a few
 /// seconds of clock skew do not matter, and a leeway would only stretch
 /// every token past the expiry its issuer asked for.
 ///
-/// An empty secret would make tokens forgeable; rejecting it is the job of
-/// config validation.
+/// An empty secret would make tokens forgeable: [`TokenVerifier::new`]
+/// with an empty secret accepts no HS256 token at all.
 pub struct TokenVerifier {
-    key: DecodingKey,
-    validation: Validation,
+    /// `[auth] secret`; `None` when unset (no HS256).
+    secret: Option<DecodingKey>,
+    /// `[auth] public_keys`, in the configured order.
+    pem: Vec<PublicKey>,
+    /// `[auth] jwks_url`'s cache, when set.
+    jwks: Option<Arc<Jwks>>,
+    /// `[auth] issuer`: when set, `iss` must equal it.
+    issuer: Option<String>,
+    /// `[auth] audience`: when set, `aud` must name it; when unset, a
+    /// token with an `aud` is refused.
+    audience: Option<String>,
 }
 
 impl TokenVerifier {
-    /// A verifier for tokens signed with `secret` (the raw bytes of
-    /// `[auth] secret`).
+    /// A verifier for HS256 tokens signed with `secret` (the raw bytes of
+    /// `[auth] secret`); an empty secret accepts no HS256 token.
     pub fn new(secret: &[u8]) -> Self {
         Self {
-            key: DecodingKey::from_secret(secret),
-            validation: library_validation(),
+            secret: (!secret.is_empty()).then(|| DecodingKey::from_secret(secret)),
+            pem: Vec::new(),
+            jwks: None,
+            issuer: None,
+            audience: None,
         }
     }
 
-    /// Verifies `token` at time `now_secs` (seconds since the epoch).
+    /// Also accepts tokens signed with these public keys (`[auth]
+    /// public_keys`), each for its own algorithm.
+    pub fn with_public_keys(mut self, keys: Vec<PublicKey>) -> Self {
+        self.pem = keys;
+        self
+    }
+
+    /// Also accepts tokens signed with the keys of this JWK set
+    /// (`[auth] jwks_url`), as the set is at each check.
+    pub fn with_jwks(mut self, jwks: Arc<Jwks>) -> Self {
+        self.jwks = Some(jwks);
+        self
+    }
+
+    /// Requires `iss` to equal `issuer` (`[auth] issuer`), when given.
+    pub fn with_issuer(mut self, issuer: Option<String>) -> Self {
+        self.issuer = issuer;
+        self
+    }
+
+    /// Requires `aud` to name `audience` (`[auth] audience`), when given.
+    pub fn with_audience(mut self, audience: Option<String>) -> Self {
+        self.audience = audience;
+        self
+    }
+
+    /// Verifies `token` at time `now_secs` (seconds since the epoch) with
+    /// the keys held now; never touches the network.
     ///
-    /// Order: shape, header `alg`, signature, then claims. Claims are only
-    /// read once the signature matches.
+    /// Order: shape, header `alg` and `kid`, signature, then claims.
+    /// Claims are only read once the signature matches.
     pub fn verify(&self, token: &str, now_secs: u64) -> Result<VerifiedToken, TokenError> {
-        let encoded_header = encoded_header(token)?;
-        check_algorithm(encoded_header)?;
+        let jwks = self.jwks.as_ref().map(|jwks| jwks.keys());
+        self.verify_with(token, now_secs, jwks.as_deref().map(Vec::as_slice))
+    }
+
+    /// [`TokenVerifier::verify`] with `jwks` as the JWK set's keys (`None`
+    /// when no `jwks_url` is configured).
+    fn verify_with(
+        &self,
+        token: &str,
+        now_secs: u64,
+        jwks: Option<&[PublicKey]>,
+    ) -> Result<VerifiedToken, TokenError> {
+        let header = read_header(encoded_header(token)?)?;
         // Claims stay an untyped JSON object so each problem gets its own
         // error rather than one serde message (and an array is refused).
-        let mut claims =
-            jsonwebtoken::decode::<Map<String, Value>>(token, &self.key, &self.validation)
-                .map_err(|err| from_library_error(err.into_kind()))?
-                .claims;
+        let mut claims = self.check_signature(token, &header, jwks)?;
         let expires_at = check_expiry(take_claim(&mut claims, "exp"), now_secs)?;
         check_not_before(take_claim(&mut claims, "nbf"), now_secs)?;
+        check_issuer(take_claim(&mut claims, "iss"), self.issuer.as_deref())?;
+        check_audience(take_claim(&mut claims, "aud"), self.audience.as_deref())?;
         let user = check_subject(take_claim(&mut claims, "sub"))?;
         let channels = check_channels(take_claim(&mut claims, "channels"))?;
         Ok(VerifiedToken {
@@ -148,14 +229,117 @@ impl TokenVerifier {
             channels,
         })
     }
+
+    /// [`TokenVerifier::verify`], and when the token names a key the JWK
+    /// set does not hold, one refresh of the set (rate-limited and bounded
+    /// by a timeout, see [`Jwks::refresh_for_unknown_kid`]) and a second
+    /// try. The only check that may wait on the network.
+    pub async fn verify_fresh(
+        &self,
+        token: &str,
+        now_secs: u64,
+    ) -> Result<VerifiedToken, TokenError> {
+        match (self.verify(token, now_secs), &self.jwks) {
+            (Err(unknown @ TokenError::UnknownKey { .. }), Some(jwks)) => {
+                if jwks.refresh_for_unknown_kid().await {
+                    self.verify(token, now_secs)
+                } else {
+                    Err(unknown)
+                }
+            }
+            (verified, _) => verified,
+        }
+    }
+
+    /// The claims of `token` once a key of its algorithm verifies its
+    /// signature.
+    fn check_signature(
+        &self,
+        token: &str,
+        header: &RawHeader,
+        jwks: Option<&[PublicKey]>,
+    ) -> Result<Map<String, Value>, TokenError> {
+        let alg = header.alg;
+        if alg == Algorithm::HS256 {
+            let secret = self
+                .secret
+                .as_ref()
+                .ok_or(TokenError::UnsupportedAlgorithm)?;
+            return decode(token, secret, alg);
+        }
+        let kid = header.kid.as_deref();
+        let named: Vec<&PublicKey> = match (kid, jwks) {
+            (Some(kid), Some(keys)) => keys
+                .iter()
+                .filter(|k| k.kid.as_deref() == Some(kid))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let candidates: Vec<&PublicKey> = if named.is_empty() {
+            let unnamed = jwks.filter(|_| kid.is_none()).unwrap_or_default();
+            self.pem
+                .iter()
+                .chain(unnamed)
+                .filter(|k| k.alg == alg)
+                .collect()
+        } else {
+            // The key the token names decides: another algorithm's key
+            // is never tried with this one.
+            named.into_iter().filter(|k| k.alg == alg).collect()
+        };
+        let unknown = || TokenError::UnknownKey {
+            kid: header.kid.clone(),
+        };
+        let stale = jwks.is_some()
+            && match kid {
+                Some(kid) => !jwks
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|k| k.kid.as_deref() == Some(kid)),
+                None => jwks.is_none_or(<[PublicKey]>::is_empty),
+            };
+        if candidates.is_empty() {
+            return Err(if stale {
+                unknown()
+            } else {
+                TokenError::UnsupportedAlgorithm
+            });
+        }
+        for key in candidates {
+            match decode(token, &key.key, alg) {
+                Err(TokenError::BadSignature) => continue,
+                decoded => return decoded,
+            }
+        }
+        Err(if stale && kid.is_some() {
+            unknown()
+        } else {
+            TokenError::BadSignature
+        })
+    }
 }
 
 impl fmt::Debug for TokenVerifier {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TokenVerifier")
-            .field("secret", &"[redacted]")
+            .field("secret", &self.secret.as_ref().map(|_| "[redacted]"))
+            .field("public_keys", &self.pem)
+            .field("jwks", &self.jwks)
+            .field("issuer", &self.issuer)
+            .field("audience", &self.audience)
             .finish()
     }
+}
+
+/// Verifies `token`'s signature with `key` for `alg` and returns its claims.
+fn decode(
+    token: &str,
+    key: &DecodingKey,
+    alg: Algorithm,
+) -> Result<Map<String, Value>, TokenError> {
+    jsonwebtoken::decode::<Map<String, Value>>(token, key, &library_validation(alg))
+        .map(|data| data.claims)
+        .map_err(|err| from_library_error(err.into_kind()))
 }
 
 /// Mints a token for `user` that expires at `expires_at` (seconds since the
@@ -213,21 +397,38 @@ struct MintClaims<'a> {
     channels: Vec<&'a str>,
 }
 
-/// The part of the header checked before the library sees the token.
+/// The part of the header read before the library sees the token.
 #[derive(Deserialize)]
-struct RawHeader {
+struct HeaderJson {
     #[serde(default)]
     alg: Option<String>,
+    #[serde(default)]
+    kid: Option<Value>,
 }
 
-/// jsonwebtoken checks `alg`, the signature and refuses any `aud`; `exp`
-/// and `sub` are checked here, with the time passed in (the library's own
-/// `exp` check reads the system clock).
-fn library_validation() -> Validation {
-    let mut validation = Validation::new(Algorithm::HS256);
+/// The header fields that choose the key.
+struct RawHeader {
+    alg: Algorithm,
+    kid: Option<String>,
+}
+
+/// The algorithms pushgate accepts, by their exact `alg` spelling.
+const ACCEPTED_ALGS: [(&str, Algorithm); 4] = [
+    ("HS256", Algorithm::HS256),
+    ("RS256", Algorithm::RS256),
+    ("ES256", Algorithm::ES256),
+    ("EdDSA", Algorithm::EdDSA),
+];
+
+/// jsonwebtoken checks `alg` and the signature; every claim is checked
+/// here, with the time passed in (the library's own `exp` check reads the
+/// system clock).
+fn library_validation(alg: Algorithm) -> Validation {
+    let mut validation = Validation::new(alg);
     validation.required_spec_claims.clear();
     validation.validate_exp = false;
     validation.validate_nbf = false;
+    validation.validate_aud = false;
     validation.leeway = 0;
     validation
 }
@@ -245,18 +446,26 @@ fn encoded_header(token: &str) -> Result<&str, TokenError> {
     }
 }
 
-/// Refuses any `alg` but HS256 before the library sees the token, so
-/// `none` and foreign algorithms get their own error rather than a JSON one
-/// (jsonwebtoken has no `none` variant).
-fn check_algorithm(encoded_header: &str) -> Result<(), TokenError> {
+/// Reads `alg` and `kid`, refusing any `alg` but the four accepted before
+/// the library sees the token, so `none` and foreign algorithms get their
+/// own error rather than a JSON one (jsonwebtoken has no `none` variant).
+/// A `kid` that is not a string names no key.
+fn read_header(encoded_header: &str) -> Result<RawHeader, TokenError> {
     let json = URL_SAFE_NO_PAD
         .decode(encoded_header)
         .map_err(|_| TokenError::BadBase64)?;
-    let header: RawHeader = serde_json::from_slice(&json).map_err(|_| TokenError::BadJson)?;
-    match header.alg.as_deref() {
-        Some(ACCEPTED_ALG) => Ok(()),
-        _ => Err(TokenError::UnsupportedAlgorithm),
-    }
+    let header: HeaderJson = serde_json::from_slice(&json).map_err(|_| TokenError::BadJson)?;
+    let alg = ACCEPTED_ALGS
+        .iter()
+        .find(|(name, _)| header.alg.as_deref() == Some(*name))
+        .map(|(_, alg)| *alg)
+        .ok_or(TokenError::UnsupportedAlgorithm)?;
+    let kid = match header.kid {
+        None | Some(Value::Null) => None,
+        Some(Value::String(kid)) => Some(kid),
+        Some(_) => return Err(TokenError::BadJson),
+    };
+    Ok(RawHeader { alg, kid })
 }
 
 fn from_library_error(kind: ErrorKind) -> TokenError {
@@ -305,6 +514,40 @@ fn check_not_before(nbf: Option<Value>, now_secs: u64) -> Result<(), TokenError>
         });
     }
     Ok(())
+}
+
+/// `iss` must equal the configured issuer, when one is; otherwise it is
+/// not read.
+fn check_issuer(iss: Option<Value>, issuer: Option<&str>) -> Result<(), TokenError> {
+    let Some(issuer) = issuer else {
+        return Ok(());
+    };
+    match iss.ok_or(TokenError::MissingIssuer)? {
+        Value::String(iss) if iss == issuer => Ok(()),
+        _ => Err(TokenError::WrongIssuer),
+    }
+}
+
+/// RFC 7519 §4.1.3: `aud` is a string or a list of strings, and a token
+/// is refused unless it names the configured audience. Without one, a
+/// token that names any audience was meant for another service.
+fn check_audience(aud: Option<Value>, audience: Option<&str>) -> Result<(), TokenError> {
+    let (aud, audience) = match (aud, audience) {
+        (None, None) => return Ok(()),
+        (Some(_), None) => return Err(TokenError::UnexpectedAudience),
+        (None, Some(_)) => return Err(TokenError::MissingAudience),
+        (Some(aud), Some(audience)) => (aud, audience),
+    };
+    let names_it = match aud {
+        Value::String(one) => one == audience,
+        Value::Array(many) => many.iter().any(|a| a.as_str() == Some(audience)),
+        _ => false,
+    };
+    if names_it {
+        Ok(())
+    } else {
+        Err(TokenError::WrongAudience)
+    }
 }
 
 fn check_subject(sub: Option<Value>) -> Result<UserId, TokenError> {
@@ -572,6 +815,219 @@ mod tests {
             let got = verify(&with_nbf(nbf.clone())).map(|v| v.expires_at);
             assert_eq!(got, want, "nbf {nbf}");
         }
+    }
+
+    /// Test-only keys, committed under `tests/fixtures/auth/`.
+    fn fixture(name: &str) -> Vec<u8> {
+        let path = format!("{}/tests/fixtures/auth/{name}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read(&path).unwrap_or_else(|err| panic!("{path}: {err}"))
+    }
+
+    fn public(name: &str) -> PublicKey {
+        crate::auth::keys::from_pem(&fixture(&format!("{name}.public.pem"))).expect("pem")
+    }
+
+    /// `public(name)` as a JWK set would give it, with `kid`.
+    fn jwk(name: &str, kid: &str) -> PublicKey {
+        PublicKey {
+            kid: Some(kid.to_owned()),
+            ..public(name)
+        }
+    }
+
+    /// A token signed with the private key `name` (`rsa-a`, `ec-p256`,
+    /// `ed25519`, ...) for `alg`, with an optional `kid`.
+    fn asym(name: &str, alg: Algorithm, kid: Option<&str>, claims: &Value) -> String {
+        let pem = fixture(&format!("{name}.private.test.pem"));
+        let key = match alg {
+            Algorithm::RS256 => EncodingKey::from_rsa_pem(&pem),
+            Algorithm::ES256 => EncodingKey::from_ec_pem(&pem),
+            _ => EncodingKey::from_ed_pem(&pem),
+        }
+        .expect("private key");
+        let mut header = Header::new(alg);
+        header.kid = kid.map(str::to_owned);
+        jsonwebtoken::encode(&header, claims, &key).expect("signed")
+    }
+
+    fn pem_verifier() -> TokenVerifier {
+        TokenVerifier::new(SECRET).with_public_keys(vec![
+            public("rsa-a"),
+            public("ec-p256"),
+            public("ed25519"),
+        ])
+    }
+
+    #[test]
+    fn each_public_key_accepts_its_own_algorithm_only() {
+        let verifier = pem_verifier();
+        let claims = good_claims();
+        for (name, alg) in [
+            ("rsa-a", Algorithm::RS256),
+            ("ec-p256", Algorithm::ES256),
+            ("ed25519", Algorithm::EdDSA),
+        ] {
+            let token = asym(name, alg, None, &claims);
+            assert_eq!(
+                verifier.verify(&token, NOW).map(|v| v.user.to_string()),
+                Ok("alice".to_owned()),
+                "{name}"
+            );
+            // A verifier without that family's key has no key for the
+            // algorithm at all.
+            let others = TokenVerifier::new(SECRET).with_public_keys(
+                pem_verifier()
+                    .pem
+                    .into_iter()
+                    .filter(|k| k.alg != alg)
+                    .collect(),
+            );
+            assert_eq!(
+                others.verify(&token, NOW),
+                Err(E::UnsupportedAlgorithm),
+                "{name}"
+            );
+        }
+        assert_eq!(
+            verify(&hs256(claims.clone())).map(|v| v.expires_at),
+            Ok(NOW + 60)
+        );
+        let other_rsa = asym("rsa-b", Algorithm::RS256, None, &claims);
+        assert_eq!(verifier.verify(&other_rsa, NOW), Err(E::BadSignature));
+    }
+
+    #[test]
+    fn a_public_key_is_never_an_hmac_secret() {
+        // The classic confusion: HS256 with the RSA public key's PEM bytes
+        // as the secret. Without a secret there is no HS256 at all; with
+        // one, only the secret is tried.
+        let pem = fixture("rsa-a.public.pem");
+        let forged = jsonwebtoken::encode(
+            &Header::new(Algorithm::HS256),
+            &good_claims(),
+            &EncodingKey::from_secret(&pem),
+        )
+        .expect("signed");
+        let no_secret = TokenVerifier::new(b"").with_public_keys(vec![public("rsa-a")]);
+        assert_eq!(no_secret.verify(&forged, NOW), Err(E::UnsupportedAlgorithm));
+        assert_eq!(pem_verifier().verify(&forged, NOW), Err(E::BadSignature));
+        let claims = b64_json(good_claims());
+        let alg_none = format!("{}.{claims}.", b64_json(json!({"alg": "none"})));
+        assert_eq!(
+            no_secret.verify(&alg_none, NOW),
+            Err(E::UnsupportedAlgorithm)
+        );
+    }
+
+    #[test]
+    fn a_kid_picks_its_jwk_and_an_unknown_kid_asks_for_a_refresh() {
+        let verifier = TokenVerifier::new(b"");
+        let set = [jwk("rsa-a", "a"), jwk("ec-p256", "e"), jwk("rsa-b", "b")];
+        let claims = good_claims();
+        let check = |token: &str| verifier.verify_with(token, NOW, Some(&set)).map(|_| ());
+        let unknown = |kid: &str| E::UnknownKey {
+            kid: Some(kid.to_owned()),
+        };
+        let cases = [
+            (
+                "kid a",
+                asym("rsa-a", Algorithm::RS256, Some("a"), &claims),
+                Ok(()),
+            ),
+            (
+                "kid b",
+                asym("rsa-b", Algorithm::RS256, Some("b"), &claims),
+                Ok(()),
+            ),
+            (
+                "kid e",
+                asym("ec-p256", Algorithm::ES256, Some("e"), &claims),
+                Ok(()),
+            ),
+            (
+                "no kid: every key of the algorithm",
+                asym("rsa-b", Algorithm::RS256, None, &claims),
+                Ok(()),
+            ),
+            (
+                "signed by b, names a",
+                asym("rsa-b", Algorithm::RS256, Some("a"), &claims),
+                Err(E::BadSignature),
+            ),
+            (
+                "names an rsa key, says ES256",
+                asym("ec-p256", Algorithm::ES256, Some("a"), &claims),
+                Err(E::UnsupportedAlgorithm),
+            ),
+            (
+                "unknown kid",
+                asym("rsa-a", Algorithm::RS256, Some("z"), &claims),
+                Err(unknown("z")),
+            ),
+            (
+                "no key of the algorithm",
+                asym("ed25519", Algorithm::EdDSA, None, &claims),
+                Err(E::UnsupportedAlgorithm),
+            ),
+        ];
+        for (name, token, want) in cases {
+            assert_eq!(check(&token), want, "{name}");
+        }
+        // Before the first fetch, every asymmetric token waits for keys.
+        let token = asym("rsa-a", Algorithm::RS256, None, &claims);
+        assert_eq!(
+            verifier.verify_with(&token, NOW, Some(&[])),
+            Err(E::UnknownKey { kid: None })
+        );
+        // A PEM key still verifies a token whose kid the set lacks.
+        let with_pem = TokenVerifier::new(b"").with_public_keys(vec![public("ed25519")]);
+        let token = asym("ed25519", Algorithm::EdDSA, Some("pem"), &claims);
+        assert!(with_pem.verify_with(&token, NOW, Some(&set)).is_ok());
+    }
+
+    #[test]
+    fn issuer_and_audience_are_checked_when_configured() {
+        let strict = TokenVerifier::new(SECRET)
+            .with_issuer(Some("https://auth.example".into()))
+            .with_audience(Some("pushgate".into()));
+        let base = |extra: Value| {
+            let mut claims = good_claims();
+            for (k, v) in extra.as_object().expect("object") {
+                claims[k] = v.clone();
+            }
+            hs256(claims)
+        };
+        let iss = "https://auth.example";
+        let cases = [
+            (json!({"iss": iss, "aud": "pushgate"}), Ok(())),
+            (json!({"iss": iss, "aud": ["other", "pushgate"]}), Ok(())),
+            (json!({"aud": "pushgate"}), Err(E::MissingIssuer)),
+            (
+                json!({"iss": "https://evil", "aud": "pushgate"}),
+                Err(E::WrongIssuer),
+            ),
+            (json!({"iss": 7, "aud": "pushgate"}), Err(E::WrongIssuer)),
+            (json!({"iss": iss}), Err(E::MissingAudience)),
+            (json!({"iss": iss, "aud": "billing"}), Err(E::WrongAudience)),
+            (
+                json!({"iss": iss, "aud": ["billing"]}),
+                Err(E::WrongAudience),
+            ),
+            (json!({"iss": iss, "aud": 7}), Err(E::WrongAudience)),
+        ];
+        for (extra, want) in cases {
+            assert_eq!(
+                strict.verify(&base(extra.clone()), NOW).map(|_| ()),
+                want,
+                "{extra}"
+            );
+        }
+        // Unconfigured: iss is not read, an aud is refused as before.
+        assert!(verify(&base(json!({"iss": "anyone"}))).is_ok());
+        assert_eq!(
+            verify(&base(json!({"aud": "pushgate"}))),
+            Err(E::UnexpectedAudience)
+        );
     }
 
     #[test]

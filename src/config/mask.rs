@@ -1,5 +1,6 @@
-//! Hiding `auth.secret`, `auth.api_key` and the password in `broker.url`
-//! from `Debug`, error messages and masked output.
+//! Hiding `auth.secret`, `auth.api_key` and the passwords in
+//! `auth.jwks_url` and `broker.url` from `Debug`, error messages and masked
+//! output.
 
 use std::fmt;
 
@@ -9,11 +10,13 @@ use super::{AuthConfig, BrokerConfig};
 pub(super) const MASK: &str = "***";
 
 impl AuthConfig {
-    /// A copy with `secret` and `api_key` replaced by `***` when set.
+    /// A copy with `secret` and `api_key` replaced by `***` when set, and
+    /// the password in `jwks_url` by `***`.
     pub(super) fn masked(&self) -> Self {
         Self {
             secret: mask(&self.secret),
             api_key: mask(&self.api_key),
+            jwks_url: self.jwks_url.as_deref().map(masked_url),
             ..self.clone()
         }
     }
@@ -24,6 +27,11 @@ impl fmt::Debug for AuthConfig {
         let masked = self.masked();
         f.debug_struct("AuthConfig")
             .field("secret", &masked.secret)
+            .field("public_keys", &self.public_keys)
+            .field("jwks_url", &masked.jwks_url)
+            .field("jwks_refresh_secs", &self.jwks_refresh_secs)
+            .field("issuer", &self.issuer)
+            .field("audience", &self.audience)
             .field("api_key", &masked.api_key)
             .field("anonymous", &self.anonymous)
             .field("allowed_origins", &self.allowed_origins)

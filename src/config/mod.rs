@@ -53,6 +53,9 @@ const OPTIONAL_STRING_KEYS: &[(&str, &str)] = &[
     ("metrics", "listen"),
     ("server", "tls_cert"),
     ("server", "tls_key"),
+    ("auth", "jwks_url"),
+    ("auth", "issuer"),
+    ("auth", "audience"),
 ];
 
 /// Largest accepted `limits.max_push_bytes`: 16 MiB.
@@ -307,14 +310,40 @@ impl HistoryConfig {
 
 /// `[auth]`: who may connect and who may push.
 ///
-/// Its `Debug` masks `secret` and `api_key`, so logging a config never
-/// leaks them.
+/// Client tokens are checked with `secret` (HS256), `public_keys` (RS256,
+/// ES256, EdDSA) and the keys at `jwks_url`: at least one of the three
+/// must be set.
+///
+/// Its `Debug` masks `secret`, `api_key` and a password in `jwks_url`, so
+/// logging a config never leaks them.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AuthConfig {
-    /// HS256 key that signs client tokens (JWT). Default empty, which fails
-    /// validation: it must be set, at least 16 bytes.
+    /// HS256 key that signs client tokens (JWT), at least 16 bytes.
+    /// Default empty: no HS256 tokens, which validation accepts only when
+    /// `public_keys` or `jwks_url` is set.
     pub secret: String,
+    /// Paths of PEM files, one public key each (`-----BEGIN PUBLIC
+    /// KEY-----`): RSA keys verify RS256 tokens, EC P-256 keys ES256,
+    /// Ed25519 keys EdDSA. Read at start; a file that does not hold such a
+    /// key stops the start. Default `[]`.
+    pub public_keys: Vec<String>,
+    /// URL (`http://` or `https://`) of a JWK set (RFC 7517) whose RSA,
+    /// EC P-256 and Ed25519 signing keys verify RS256, ES256 and EdDSA
+    /// tokens, a token's `kid` choosing the key. Fetched at start (waiting
+    /// at most 3 s), then every `jwks_refresh_secs`, and at once (at most
+    /// every 10 s) when a token names an unknown `kid`. Default unset.
+    pub jwks_url: Option<String>,
+    /// Seconds between background refreshes of `jwks_url`. Default 300;
+    /// 10..=86400.
+    pub jwks_refresh_secs: u64,
+    /// When set, a token's `iss` claim must equal it. Default unset: `iss`
+    /// is not checked.
+    pub issuer: Option<String>,
+    /// When set, a token's `aud` claim (a string or a list) must name it.
+    /// Default unset: a token with any `aud` is refused, as it was meant
+    /// for another service.
+    pub audience: Option<String>,
     /// Bearer key backends present on `POST /push` and other backend
     /// endpoints. Default empty, which fails validation: at least 16 bytes.
     pub api_key: String,
@@ -331,6 +360,11 @@ impl Default for AuthConfig {
     fn default() -> Self {
         Self {
             secret: String::new(),
+            public_keys: Vec::new(),
+            jwks_url: None,
+            jwks_refresh_secs: 300,
+            issuer: None,
+            audience: None,
             api_key: String::new(),
             anonymous: false,
             allowed_origins: vec!["*".to_owned()],
@@ -343,6 +377,11 @@ impl AuthConfig {
     /// `config.toml`, which must never reach production.
     pub fn uses_shipped_dev_values(&self) -> bool {
         self.secret == SHIPPED_DEV_SECRET || self.api_key == SHIPPED_DEV_API_KEY
+    }
+
+    /// `jwks_refresh_secs` as a duration.
+    pub fn jwks_refresh(&self) -> Duration {
+        Duration::from_secs(self.jwks_refresh_secs)
     }
 }
 
@@ -738,6 +777,7 @@ impl Config {
         validate::broker(&self.broker, &mut errors);
         validate::metrics(&self.metrics, &self.server, &mut errors);
         validate::log(&self.log, &mut errors);
+        validate::demo(self, &mut errors);
         validate::exposure(self, &mut errors);
         if errors.problems.is_empty() {
             Ok(())

@@ -182,7 +182,8 @@ fn validate_reports_every_problem_with_its_path() {
         "server.listen: must be a socket address like 127.0.0.1:8080, got \"localhost\"",
         "session.ping_interval_secs: must be less than session.idle_timeout_secs (60), got 60",
         "timer.slots: must be a power of two in 16..=1048576, got 1000",
-        "auth.secret: must be set (at least 16 bytes)",
+        "auth.secret: must be set (at least 16 bytes), or set auth.public_keys or \
+         auth.jwks_url: client tokens need a key",
         "auth.api_key: must be at least 16 bytes, got 5 bytes",
         "auth.allowed_origins[1]: must be an origin without a path, query or fragment, \
          got \"https://a.example/app\"",
@@ -767,4 +768,74 @@ fn a_drain_spreads_over_at_most_half_its_timeout() {
         .expect("a short drain shortens the spread, never refuses");
     config.server.drain_timeout_secs = 0;
     assert_eq!(config.server.drain_spread(), Duration::ZERO);
+}
+
+#[test]
+fn public_keys_or_a_jwks_url_make_the_secret_optional() {
+    let mut config = valid();
+    config.auth.secret = String::new();
+    assert!(config.validate().is_err(), "no key at all");
+    config.auth.public_keys = vec!["/etc/pushgate/rsa.pem".into()];
+    config.validate().expect("pem keys only");
+    config.auth.public_keys.clear();
+    config.auth.jwks_url = Some("https://auth.example/jwks.json".into());
+    config.validate().expect("jwks only");
+    config.demo.enabled = true;
+    config.server.listen = "127.0.0.1:8080".into();
+    let problems = config
+        .validate()
+        .expect_err("demo needs a secret")
+        .problems()
+        .to_vec();
+    assert_eq!(
+        problems,
+        ["demo.enabled: demo mode mints HS256 tokens with auth.secret, which is not set"]
+    );
+}
+
+#[test]
+fn the_new_auth_keys_are_validated_by_name() {
+    let mut config = valid();
+    config.auth.public_keys = vec![" ".into()];
+    config.auth.jwks_url = Some("ftp://user:hunter2@auth.example/keys".into());
+    config.auth.jwks_refresh_secs = 5;
+    config.auth.issuer = Some(String::new());
+    config.auth.audience = Some(String::new());
+    let problems = config.validate().expect_err("invalid").problems().to_vec();
+    assert_eq!(
+        problems,
+        [
+            "auth.public_keys[0]: must be the path of a PEM public key file, got \" \"",
+            "auth.jwks_url: must be an http:// or https:// URL, got \"ftp://user:***@auth.example/keys\"",
+            "auth.jwks_refresh_secs: must be in 10..=86400, got 5",
+            "auth.issuer: must not be empty (leave it unset to not check the claim), got \"\"",
+            "auth.audience: must not be empty (leave it unset to not check the claim), got \"\"",
+        ]
+    );
+}
+
+#[test]
+fn the_new_auth_keys_come_from_the_environment_and_hide_passwords() {
+    let config = valid()
+        .apply_env(env(&[
+            ("PUSHGATE_AUTH_PUBLIC_KEYS", "/k/a.pem, /k/b.pem"),
+            (
+                "PUSHGATE_AUTH_JWKS_URL",
+                "https://u:hunter2@auth.example/jwks",
+            ),
+            ("PUSHGATE_AUTH_JWKS_REFRESH_SECS", "60"),
+            ("PUSHGATE_AUTH_ISSUER", "https://auth.example/"),
+            ("PUSHGATE_AUTH_AUDIENCE", "pushgate"),
+        ]))
+        .expect("applies");
+    let auth = &config.auth;
+    assert_eq!(auth.public_keys, ["/k/a.pem", "/k/b.pem"]);
+    assert_eq!(auth.jwks_refresh_secs, 60);
+    assert_eq!(auth.issuer.as_deref(), Some("https://auth.example/"));
+    assert_eq!(auth.audience.as_deref(), Some("pushgate"));
+    config.validate().expect("valid");
+    for shown in [format!("{config:?}"), config.to_masked_toml()] {
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("https://u:***@auth.example/jwks"), "{shown}");
+    }
 }

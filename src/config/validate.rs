@@ -122,7 +122,7 @@ pub(super) fn history(history: &HistoryConfig, errors: &mut ConfigErrors) {
 }
 
 pub(super) fn auth(auth: &AuthConfig, errors: &mut ConfigErrors) {
-    secret("auth.secret", &auth.secret, errors);
+    token_keys(auth, errors);
     secret("auth.api_key", &auth.api_key, errors);
     errors.check(
         !auth.allowed_origins.is_empty(),
@@ -134,6 +134,63 @@ pub(super) fn auth(auth: &AuthConfig, errors: &mut ConfigErrors) {
             errors.push(
                 &format!("auth.allowed_origins[{index}]"),
                 format_args!("{why}, got {origin:?}"),
+            );
+        }
+    }
+}
+
+/// Client tokens need a key: `secret`, `public_keys` or `jwks_url`. Whether
+/// the PEM files hold usable keys is checked when the gateway starts,
+/// which names the key too.
+fn token_keys(auth: &AuthConfig, errors: &mut ConfigErrors) {
+    let has_public_keys = !auth.public_keys.is_empty() || auth.jwks_url.is_some();
+    if auth.secret.is_empty() && !has_public_keys {
+        errors.push(
+            "auth.secret",
+            format_args!(
+                "must be set (at least {MIN_SECRET_BYTES} bytes), or set auth.public_keys or \
+                 auth.jwks_url: client tokens need a key"
+            ),
+        );
+    } else if !auth.secret.is_empty() {
+        secret("auth.secret", &auth.secret, errors);
+    }
+    for (index, path) in auth.public_keys.iter().enumerate() {
+        errors.check(
+            !path.trim().is_empty(),
+            &format!("auth.public_keys[{index}]"),
+            format_args!("must be the path of a PEM public key file, got {path:?}"),
+        );
+    }
+    if let Some(url) = &auth.jwks_url {
+        let ok = url.parse::<hyper::Uri>().is_ok_and(|uri| {
+            matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some()
+        });
+        errors.check(
+            ok,
+            "auth.jwks_url",
+            format_args!(
+                "must be an http:// or https:// URL, got {:?}",
+                super::masked_url(url)
+            ),
+        );
+    }
+    in_range(
+        "auth.jwks_refresh_secs",
+        auth.jwks_refresh_secs,
+        10,
+        86_400,
+        errors,
+    );
+    for (path, value) in [
+        ("auth.issuer", &auth.issuer),
+        ("auth.audience", &auth.audience),
+    ] {
+        if let Some(value) = value {
+            errors.check(
+                !value.is_empty(),
+                path,
+                "must not be empty (leave it unset to not check the claim), got \"\"",
             );
         }
     }
@@ -258,6 +315,15 @@ pub(super) fn exposure(config: &Config, errors: &mut ConfigErrors) {
              ({listen:?}) is not a loopback address: set demo.enabled = false, or listen on \
              127.0.0.1, or for a deliberate public demo set demo.allow_public = true"
         ),
+    );
+}
+
+/// Demo mode mints HS256 tokens, so it needs `auth.secret`.
+pub(super) fn demo(config: &Config, errors: &mut ConfigErrors) {
+    errors.check(
+        !config.demo.enabled || !config.auth.secret.is_empty(),
+        "demo.enabled",
+        "demo mode mints HS256 tokens with auth.secret, which is not set",
     );
 }
 

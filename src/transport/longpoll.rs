@@ -31,7 +31,7 @@ use crate::registry::{Attached, Conn, Outgoing, User};
 /// its answer needs (the `Origin`, for CORS).
 pub(crate) async fn poll<B>(gw: &Arc<Gateway>, req: Request<B>) -> Response<Body> {
     let origin = cors::origin_of(req.headers()).map(str::to_owned);
-    let admitted = open::admit(gw, &req, Transport::Poll);
+    let admitted = open::admit(gw, &req, Transport::Poll).await;
     drop(req);
     let answered = match admitted {
         Ok(client) => answer(gw, client).await,

@@ -104,8 +104,10 @@ impl ClientError {
     }
 }
 
-/// Runs every admission check on a client request.
-pub(crate) fn admit<B>(
+/// Runs every admission check on a client request. Waits on the network
+/// only for a token whose `kid` the JWK set does not know (one refresh,
+/// rate-limited and bounded, see `auth::jwks`).
+pub(crate) async fn admit<B>(
     gw: &Gateway,
     req: &Request<B>,
     transport: Transport,
@@ -121,7 +123,7 @@ pub(crate) fn admit<B>(
         return Err(ClientError::Origin);
     }
     let query = Query::parse(req.uri().query());
-    let (user, expires_at, claim) = authenticate(gw, req, &query, transport)?;
+    let (user, expires_at, claim) = authenticate(gw, req, &query, transport).await?;
     let channels = channels(gw, claim.clone(), query.channels.as_deref())?;
     let last_event_id = (transport == Transport::Sse)
         .then(|| req.headers().get("last-event-id"))
@@ -292,7 +294,7 @@ pub(crate) async fn join_live(
 
 /// The client's user, its token's expiry and `channels` claim (none for
 /// an anonymous client).
-fn authenticate<B>(
+async fn authenticate<B>(
     gw: &Gateway,
     req: &Request<B>,
     query: &Query,
@@ -306,8 +308,12 @@ fn authenticate<B>(
     if let Some(token) = query.token.as_deref().or(header_token) {
         let verified = gw
             .tokens
-            .verify(token, Gateway::unix_now())
-            .map_err(|_| ClientError::Token)?;
+            .verify_fresh(token, Gateway::unix_now())
+            .await
+            .map_err(|err| {
+                debug!(error = %err, transport = transport.as_str(), "token refused");
+                ClientError::Token
+            })?;
         return Ok((verified.user, Some(verified.expires_at), verified.channels));
     }
     match &query.uid {

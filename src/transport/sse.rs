@@ -199,7 +199,7 @@ impl DirectWrite for SseSocket {
 }
 
 async fn open<B>(gw: &Arc<Gateway>, req: &Request<B>) -> Result<Held, open::ClientError> {
-    let client = open::admit(gw, req, Transport::Sse)?;
+    let client = open::admit(gw, req, Transport::Sse).await?;
     let attached = open::join_live(gw, client, Transport::Sse).await?;
     Ok(Held::new(Arc::clone(gw), attached.conn))
 }

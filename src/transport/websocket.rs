@@ -102,7 +102,7 @@ pub(crate) async fn upgrade(gw: &Arc<Gateway>, mut req: Request<Incoming>) -> Re
         }
         Err(err) => return ApiError::BadRequest(err.to_string()).into_body_response(),
     };
-    let joined = match open::admit(gw, &req, Transport::Ws) {
+    let joined = match open::admit(gw, &req, Transport::Ws).await {
         Ok(client) => {
             let claim = client.claim.clone();
             open::join_live(gw, client, Transport::Ws)
