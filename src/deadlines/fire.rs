@@ -31,7 +31,7 @@ impl Expiry {
         let state = ConnState {
             closing_since_ms: conn.outbound.closing_since().map(|at| clock.millis_at(at)),
             last_seen_ms: conn.last_seen_ms(),
-            token_expires_at: conn.token_expires_at,
+            token_expires_at: conn.token_expires_at(),
         };
         let next_ms = match decide::conn(&state, now_ms, unix_now(), &d.timing) {
             ConnAction::Kill => {

@@ -109,7 +109,7 @@ impl Deadlines {
     fn next_conn_deadline(&self, conn: &Conn, now_ms: u64) -> u64 {
         decide::next_conn_deadline(
             conn.last_seen_ms(),
-            conn.token_expires_at,
+            conn.token_expires_at(),
             now_ms,
             unix_now(),
             &self.timing,

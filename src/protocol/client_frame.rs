@@ -1,5 +1,6 @@
 //! What a client may send on a WebSocket: `{"type":"ping"}`,
-//! `{"type":"subscribe","channel":…}` and `{"type":"unsubscribe",…}`.
+//! `{"type":"subscribe","channel":…}`, `{"type":"unsubscribe",…}` and
+//! `{"type":"refresh","token":…}`.
 //! Parsed here, pure; the WebSocket task acts on it.
 
 use serde::Deserialize;
@@ -15,6 +16,11 @@ pub(crate) enum ClientFrame {
     Unsubscribe(String),
     /// A `subscribe` or `unsubscribe` without a string `channel`.
     MissingChannel,
+    /// `{"type":"refresh","token":"…"}`: a fresh token for the same user,
+    /// moving the connection's expiry; the token is not checked yet.
+    Refresh(String),
+    /// A `refresh` without a string `token`.
+    MissingToken,
     /// Anything else: not JSON, no `type`, an unknown type.
     Unknown,
 }
@@ -28,6 +34,8 @@ impl ClientFrame {
             kind: String,
             #[serde(default)]
             channel: Option<serde_json::Value>,
+            #[serde(default)]
+            token: Option<serde_json::Value>,
         }
         let Ok(frame) = serde_json::from_str::<Typed>(text) else {
             return Self::Unknown;
@@ -36,6 +44,12 @@ impl ClientFrame {
             Some(serde_json::Value::String(name)) => Some(name),
             _ => None,
         };
+        if frame.kind == "refresh" {
+            return match frame.token {
+                Some(serde_json::Value::String(token)) => Self::Refresh(token),
+                _ => Self::MissingToken,
+            };
+        }
         match (frame.kind.as_str(), channel) {
             ("ping", _) => Self::Ping,
             ("subscribe", Some(name)) => Self::Subscribe(name),
@@ -69,6 +83,12 @@ mod tests {
                 ClientFrame::MissingChannel,
             ),
             (r#"{"type":"publish","channel":"x"}"#, ClientFrame::Unknown),
+            (
+                r#"{"type":"refresh","token":"a.b.c"}"#,
+                ClientFrame::Refresh("a.b.c".into()),
+            ),
+            (r#"{"type":"refresh"}"#, ClientFrame::MissingToken),
+            (r#"{"type":"refresh","token":1}"#, ClientFrame::MissingToken),
             (r#"{"type":1}"#, ClientFrame::Unknown),
             ("ping", ClientFrame::Unknown),
             (r#"{"type":"pong"}"#, ClientFrame::Unknown),

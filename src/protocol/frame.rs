@@ -187,6 +187,8 @@ pub(crate) enum FrameKind {
     /// Answer to an `unsubscribe` client frame: none of the channel's
     /// messages follow.
     Unsubscribed,
+    /// Answer to a `refresh` client frame: the connection's new expiry.
+    Refreshed,
 }
 
 impl FrameKind {
@@ -201,6 +203,7 @@ impl FrameKind {
             Self::Pong => "pong",
             Self::Subscribed => "subscribed",
             Self::Unsubscribed => "unsubscribed",
+            Self::Refreshed => "refreshed",
         }
     }
 }
@@ -295,6 +298,16 @@ pub(crate) fn channel_error(code: &str, channel: &str, message: &str) -> Bytes {
     w.raw(r#"{"type":"error","code":"#).string(code);
     w.raw(r#","channel":"#).string(channel);
     w.raw(r#","message":"#).string(message).raw("}");
+    w.finish()
+}
+
+/// `{"type":"refreshed","expires_at":N}`: the answer to a `refresh`
+/// client frame (an extension to PROTOCOL.md).
+pub(crate) fn refreshed(expires_at: u64) -> Bytes {
+    let mut w = JsonWriter::with_capacity(0);
+    w.raw(r#"{"type":"refreshed","expires_at":"#)
+        .value(&expires_at)
+        .raw("}");
     w.finish()
 }
 
@@ -543,6 +556,11 @@ impl Frame {
             channel_error(code, channel, message),
             None,
         )
+    }
+
+    /// A `refreshed` frame; see [`refreshed`].
+    pub(crate) fn refreshed(expires_at: u64) -> Self {
+        Self::new(FrameKind::Refreshed, refreshed(expires_at), None)
     }
 
     /// A `pong` frame; see [`pong`].

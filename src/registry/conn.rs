@@ -34,8 +34,9 @@ pub(crate) struct Conn {
     pub transport: Transport,
     /// Frames waiting for the connection's task.
     pub outbound: Outbound,
-    /// When the client's token expires (seconds since the epoch), if it has one.
-    pub token_expires_at: Option<u64>,
+    /// When the client's token expires (seconds since the epoch; 0: no
+    /// token). Moved later by a `refresh` frame.
+    token_expires_at: AtomicU64,
     /// The channels it is in. The fan-out checks this list under its lock
     /// while queueing a channel's message (see `registry::channels`).
     pub(crate) channels: Mutex<Vec<Channel>>,
@@ -67,7 +68,7 @@ impl Conn {
             user,
             transport,
             outbound: Outbound::new(outbound_limit),
-            token_expires_at,
+            token_expires_at: AtomicU64::new(token_expires_at.unwrap_or(0)),
             channels: Mutex::new(Vec::new()),
             cursor_suffix: Mutex::new(Arc::from("")),
             claim: OnceLock::new(),
@@ -117,6 +118,18 @@ impl Conn {
         self.claim
             .get()
             .is_some_and(|claim| claim.contains(channel))
+    }
+
+    /// When the client's token expires (seconds since the epoch), if it
+    /// has one.
+    pub(crate) fn token_expires_at(&self) -> Option<u64> {
+        Some(self.token_expires_at.load(Ordering::Relaxed)).filter(|exp| *exp > 0)
+    }
+
+    /// Moves the token's expiry to `expires_at` (a refreshed token); the
+    /// connection's timer entry reads it when it next fires.
+    pub(crate) fn refresh_token(&self, expires_at: u64) {
+        self.token_expires_at.store(expires_at, Ordering::Relaxed);
     }
 
     /// Records client activity (any frame) at `now_ms`.

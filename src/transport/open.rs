@@ -172,6 +172,26 @@ pub(crate) fn subscribe(gw: &Gateway, conn: &Arc<Conn>, name: &str) -> Result<()
         .map_err(|err| Frame::channel_error("too_many_channels", name, &err.to_string()))
 }
 
+/// A WebSocket's `refresh` frame: a fresh token for the connection's own
+/// user moves its expiry (the 4004 close) to the new token's. Answers
+/// `refreshed`, or an `error` frame (`bad_token`: not a valid token now;
+/// `wrong_user`: another user's) leaving the connection as it was. Keys
+/// are not fetched for it: a token whose `kid` is not known yet is
+/// refused, and the client can reconnect with it.
+pub(crate) fn refresh(gw: &Gateway, conn: &Conn, token: &str) -> Frame {
+    match gw.tokens.verify(token, Gateway::unix_now()) {
+        Err(err) => Frame::error("bad_token", &format!("refresh refused: {err}")),
+        Ok(verified) if verified.user != conn.user => Frame::error(
+            "wrong_user",
+            "refresh refused: the token is for another user",
+        ),
+        Ok(verified) => {
+            conn.refresh_token(verified.expires_at);
+            Frame::refreshed(verified.expires_at)
+        }
+    }
+}
+
 /// A WebSocket's `unsubscribe` frame for `name`; `unsubscribed` is queued
 /// by the registry, after the channel's last message to this connection.
 pub(crate) fn unsubscribe(gw: &Gateway, conn: &Conn, name: &str) -> Result<(), Frame> {

@@ -390,13 +390,17 @@ fn on_message(gw: &Gateway, conn: &Arc<Conn>, message: Message) -> Result<(), St
                 Ok(()) => return Ok(()),
                 Err(refused) => refused,
             },
+            ClientFrame::Refresh(token) => open::refresh(gw, conn, &token),
+            ClientFrame::MissingToken => {
+                Frame::error("bad_token", "refresh needs a \"token\" string")
+            }
             ClientFrame::MissingChannel => Frame::error(
                 "bad_channel",
                 "subscribe and unsubscribe need a \"channel\" string",
             ),
             ClientFrame::Unknown => Frame::error(
                 "unsupported",
-                "client frames are {\"type\":\"ping\"}, subscribe and unsubscribe",
+                "client frames are {\"type\":\"ping\"}, subscribe, unsubscribe and refresh",
             ),
         },
         Message::Binary(_) => Frame::error("unsupported", "binary frames are not supported"),
