@@ -57,9 +57,10 @@ pub(crate) enum Scenario {
     /// connections, once all are open, after --hold-secs of holding them,
     /// and --release-secs after they are closed. Give --pid.
     Idle(IdleArgs),
-    /// N WebSocket subscribers, M broadcasts at R per second: per-recipient
-    /// latency, time until the last recipient has each message, losses,
-    /// duplicates, server CPU per delivery.
+    /// N WebSocket subscribers, M broadcasts at R per second (with
+    /// --channels: pushes to channels, or both): per-recipient latency,
+    /// time until the last recipient has each message, losses, duplicates,
+    /// server CPU per delivery.
     Fanout(FanoutArgs),
     /// As `fanout`, over server-sent events (--sse-url).
     SseFanout(FanoutArgs),
@@ -79,7 +80,9 @@ pub(crate) enum Scenario {
     /// N WebSocket clients that reconnect with their last cursor every
     /// --reconnect-min-ms..--reconnect-max-ms (half with a clean close,
     /// half by dropping the socket) while M broadcasts flow at R per
-    /// second: counts lost and duplicated messages (both must be 0).
+    /// second (with --channels: in channels too, resumed with the same
+    /// channels; pushes to them): counts lost and duplicated messages, per
+    /// (connection, stream) (both must be 0).
     ///
     /// A warm-up broadcast (seq 0) first gives every client a cursor.
     Churn(ChurnArgs),
