@@ -2,9 +2,10 @@
 # Short smoke run of the load client against a fresh release pushgate.
 #
 # Builds both release binaries, starts pushgate on 127.0.0.1:<free port>
-# (anonymous auth, unlimited push rate, 3 s idle timeout), runs small
-# scenarios with `--check` (counts only, never timings: no failed
-# connections, every message delivered exactly once, every silent client
+# (anonymous auth, every channel public, unlimited push rate, 3 s idle
+# timeout), runs small scenarios with `--check` (counts only, never
+# timings: no failed connections, every message delivered exactly once,
+# per (connection, channel) where there are channels, every silent client
 # evicted with 4001 and none early), stops the gateway by its pid, and
 # exits non-zero if anything failed.
 #
@@ -95,6 +96,14 @@ step sse-fanout sse-fanout -n 500 -m 10 -r 50
 step personal personal -n 1000 -m 3 --batch 100
 step mixed mixed --ws 500 --sse 250 --poll 250 -m 5 -r 20
 step evict evict -n 500 --idle-timeout-secs "$IDLE_SECS" --margin-secs 15
+# Channels (the gateway config makes every channel public): broadcast then
+# channel pushes to 300 of 600; 2,000 channels of one subscriber each; churn
+# in 5 channels each, resuming every (connection, channel) stream; idle in 10.
+step channel-fanout channel-fanout -n 600 --members 300 -m 5 -r 20
+step channel-many-small fanout -n 500 --channels 2000 --channel-layout stripe -m 2000 -r 1000 --push-conns 8
+step channel-churn churn -n 300 -m 60 -r 30 --reconnect-min-ms 100 --reconnect-max-ms 800 \
+    --channels 100 --channels-per-conn 5 --broadcast-every 4 --channels-per-push 2
+step channel-idle idle -n 300 --hold-secs 1 --release-secs 0 --channels 100 --channels-per-conn 10
 
 if ! kill -0 "$gw_pid" 2>/dev/null; then
     echo "smoke: pushgate died during the run:" >&2

@@ -57,9 +57,10 @@ pub(crate) enum Scenario {
     /// connections, once all are open, after --hold-secs of holding them,
     /// and --release-secs after they are closed. Give --pid.
     Idle(IdleArgs),
-    /// N WebSocket subscribers, M broadcasts at R per second: per-recipient
-    /// latency, time until the last recipient has each message, losses,
-    /// duplicates, server CPU per delivery.
+    /// N WebSocket subscribers, M broadcasts at R per second (with
+    /// --channels: pushes to channels, or both): per-recipient latency,
+    /// time until the last recipient has each message, losses, duplicates,
+    /// server CPU per delivery.
     Fanout(FanoutArgs),
     /// As `fanout`, over server-sent events (--sse-url).
     SseFanout(FanoutArgs),
@@ -79,7 +80,9 @@ pub(crate) enum Scenario {
     /// N WebSocket clients that reconnect with their last cursor every
     /// --reconnect-min-ms..--reconnect-max-ms (half with a clean close,
     /// half by dropping the socket) while M broadcasts flow at R per
-    /// second: counts lost and duplicated messages (both must be 0).
+    /// second (with --channels: in channels too, resumed with the same
+    /// channels; pushes to them): counts lost and duplicated messages, per
+    /// (connection, stream) (both must be 0).
     ///
     /// A warm-up broadcast (seq 0) first gives every client a cursor.
     Churn(ChurnArgs),
@@ -149,6 +152,20 @@ pub(crate) enum Scenario {
     Compare(CompareArgs),
     /// Several `compare` JSON files into one Markdown table and one chart.
     CompareSummary(SummaryArgs),
+    /// Channel fan-out against broadcast, in one run on one gateway:
+    /// phase A, --members WebSockets (all in channel --channel) get M
+    /// broadcasts at R/s; then -n minus --members more WebSockets open in no
+    /// channel, and phase B pushes M messages to the channel at R/s (the
+    /// same members receive, -n are connected). Server CPU per delivery and
+    /// time to last recipient for each phase, and their ratio; the
+    /// connections outside the channel must get nothing.
+    ///
+    /// Other channel runs: --channels on `idle` (memory), `fanout` (pushes
+    /// to channels, for example 100,000 channels of one subscriber each)
+    /// and `churn` (reconnects with the cursor and the same channels).
+    /// The gateway must make the channels public to anonymous clients
+    /// ([channels] public = ["*"]).
+    ChannelFanout(ChannelFanoutArgs),
     /// A worker process (started by the scenarios; reads its spec on stdin).
     #[command(hide = true)]
     Worker,
@@ -393,12 +410,61 @@ pub(crate) struct PushOpts {
     pub settle_secs: u64,
 }
 
+/// Which channels the connections join (PROTOCOL.md, "v1.1: channels").
+///
+/// Channels are named <channel-prefix>0 .. <channel-prefix>(C-1); each
+/// connection sends its list as `channels=` on every connect and
+/// reconnect. The gateway must make them public to anonymous clients
+/// ([channels] public = ["*"] or ["c.*"]).
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ChannelOpts {
+    /// Channels in the run (C; 0: no channels, the run is as without
+    /// this option).
+    #[arg(long, default_value_t = 0)]
+    pub channels: u64,
+    /// Channels each connection is in (K, ring layout; at most the
+    /// gateway's [limits] max_channels_per_connection, default 64).
+    #[arg(long, default_value_t = 1)]
+    pub channels_per_conn: u64,
+    /// ring: connection g is in channels (g*K + i) mod C, i < K; stripe:
+    /// channel j has exactly one subscriber, connection j mod N (so each
+    /// connection is in about C/N channels; K is ignored).
+    #[arg(long, value_enum, default_value = "ring")]
+    pub channel_layout: crate::channels::Layout,
+    /// Only the first N connections are in channels (default: all).
+    #[arg(long)]
+    pub channel_members: Option<u64>,
+    /// Channel names start with this.
+    #[arg(long, default_value = "c.")]
+    pub channel_prefix: String,
+}
+
+/// Where the pushes of a run with --channels go.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ChannelPushOpts {
+    /// With --channels: push k (from 0) is a broadcast when k is a
+    /// multiple of this (0: no broadcasts; 1: only broadcasts); every
+    /// other push goes to --channels-per-push channels, round-robin over
+    /// all C: push k to channels (k*W + w) mod C, w < W. Frames are
+    /// counted per (connection, channel): lost, duplicated, or sent where
+    /// they should not go (unexpected).
+    #[arg(long, default_value_t = 0)]
+    pub broadcast_every: u64,
+    /// With --channels: channels per push (W; at most the gateway's
+    /// [limits] max_push_channels, default 100).
+    #[arg(long, default_value_t = 1)]
+    pub channels_per_push: u64,
+}
+
 /// `idle`.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct IdleArgs {
     /// Shared options.
     #[command(flatten)]
     pub common: Common,
+    /// Channels the connections are in.
+    #[command(flatten)]
+    pub channels: ChannelOpts,
     /// Connections.
     #[arg(short = 'n', long, default_value_t = 1000)]
     pub connections: u64,
@@ -426,6 +492,42 @@ pub(crate) struct FanoutArgs {
     /// Broadcasts per second (0: back to back).
     #[arg(short = 'r', long, default_value_t = 10.0)]
     pub rate: f64,
+    /// Push settings.
+    #[command(flatten)]
+    pub push: PushOpts,
+    /// Channels the connections are in.
+    #[command(flatten)]
+    pub channels: ChannelOpts,
+    /// Where pushes go, with --channels.
+    #[command(flatten)]
+    pub channel_push: ChannelPushOpts,
+}
+
+/// `channel-fanout`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ChannelFanoutArgs {
+    /// Shared options.
+    #[command(flatten)]
+    pub common: Common,
+    /// WebSockets connected in phase B (members and the others).
+    #[arg(short = 'n', long, default_value_t = 1000)]
+    pub connections: u64,
+    /// WebSockets in the channel: the only ones connected in phase A.
+    #[arg(long, default_value_t = 500)]
+    pub members: u64,
+    /// The channel.
+    #[arg(long, default_value = "c.hot")]
+    pub channel: String,
+    /// Messages per phase.
+    #[arg(short = 'm', long, default_value_t = 10)]
+    pub messages: u64,
+    /// Messages per second in each phase (0: back to back).
+    #[arg(short = 'r', long, default_value_t = 10.0)]
+    pub rate: f64,
+    /// Seconds between the others' connecting and phase B (let the
+    /// opening's CPU settle).
+    #[arg(long, default_value_t = 2)]
+    pub pause_secs: u64,
     /// Push settings.
     #[command(flatten)]
     pub push: PushOpts,
@@ -502,6 +604,12 @@ pub(crate) struct ChurnArgs {
     /// Push settings.
     #[command(flatten)]
     pub push: PushOpts,
+    /// Channels the clients are in (and reconnect with).
+    #[command(flatten)]
+    pub channels: ChannelOpts,
+    /// Where pushes go, with --channels.
+    #[command(flatten)]
+    pub channel_push: ChannelPushOpts,
 }
 
 /// `evict`.

@@ -64,6 +64,13 @@ pub(crate) struct Plan {
     pub lifetime_secs: u64,
     /// Seed.
     pub seed: u64,
+    /// Channels: layout and schedule (see `Spec::channels`).
+    pub channels: Option<crate::channels::ChannelPlan>,
+    /// Pushes below this `seq` are not expected (see `Spec::expect_from`).
+    pub expect_from: u64,
+    /// Global number (and user number) of the first connection: a second
+    /// fleet of a run goes on where the first ended.
+    pub first_conn: u64,
 }
 
 /// The running workers.
@@ -87,7 +94,7 @@ impl Fleet {
         let exe = std::env::current_exe().context("cannot find the loadtest binary")?;
         let (tx, events) = mpsc::unbounded_channel();
         let mut workers = Vec::new();
-        let mut next_user = 0;
+        let mut next_user = plan.first_conn;
         for group in groups {
             let mut left = group.count;
             while left > 0 {
@@ -114,6 +121,8 @@ impl Fleet {
                     cursor_param: plan.cursor_param.clone(),
                     lifetime_secs: plan.lifetime_secs,
                     seed: plan.seed.wrapping_add(workers.len() as u64),
+                    channels: plan.channels.clone(),
+                    expect_from: plan.expect_from,
                 };
                 let mut child = Command::new(&exe)
                     .arg("worker")

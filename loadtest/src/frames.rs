@@ -19,6 +19,8 @@ pub(crate) enum Inbound {
         ts_us: Option<u64>,
         /// The gateway's cursor for it.
         cursor: Option<String>,
+        /// The channel it came through (`None`: broadcast or personal).
+        channel: Option<String>,
     },
     /// A resume answer: whether every missed message follows.
     Recover {
@@ -50,6 +52,7 @@ struct Wire {
     #[serde(rename = "type")]
     kind: Option<String>,
     cursor: Option<String>,
+    channel: Option<String>,
     data: Option<Payload>,
     complete: Option<bool>,
     reason: Option<String>,
@@ -76,6 +79,7 @@ pub(crate) fn parse(text: &[u8]) -> Inbound {
                 seq,
                 ts_us,
                 cursor: wire.cursor,
+                channel: wire.channel,
             }
         }
         Some("recover") => Inbound::Recover {
@@ -94,6 +98,7 @@ pub(crate) fn parse(text: &[u8]) -> Inbound {
             seq: wire.seq,
             ts_us: wire.ts,
             cursor: None,
+            channel: None,
         },
         _ => Inbound::Other,
     }
@@ -129,7 +134,8 @@ mod tests {
             Inbound::Message {
                 seq: Some(3),
                 ts_us: Some(99),
-                cursor: Some("00ff-3".into())
+                cursor: Some("00ff-3".into()),
+                channel: None,
             }
         );
         assert_eq!(
@@ -150,8 +156,13 @@ mod tests {
             Inbound::Message {
                 seq: Some(4),
                 ts_us: Some(5),
-                cursor: None
+                cursor: None,
+                channel: None,
             }
+        );
+        let c = br#"{"type":"message","id":"a","cursor":"00ff-3~0a0b0c0d","stream":"channel","channel":"c.7","data":{"seq":8,"ts":1}}"#;
+        assert!(
+            matches!(parse(c), Inbound::Message { seq: Some(8), channel: Some(ch), .. } if ch == "c.7")
         );
         assert_eq!(parse(br#"{"type":"pong"}"#), Inbound::Other);
         assert_eq!(parse(b"not json"), Inbound::Other);

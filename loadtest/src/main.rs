@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::Parser as _;
 
+mod channels;
 mod chart;
 mod cli;
 mod compare;

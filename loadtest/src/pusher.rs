@@ -53,6 +53,19 @@ pub(crate) struct Job {
     pub seq: u64,
     /// Recipients: `None` for a broadcast.
     pub to: Option<Vec<String>>,
+    /// Channels (`"to": {"channels": [...]}`); when given, `to` is unused.
+    pub channels: Option<Vec<String>>,
+}
+
+impl Job {
+    /// A broadcast numbered `seq`.
+    pub(crate) fn broadcast(seq: u64) -> Self {
+        Self {
+            seq,
+            to: None,
+            channels: None,
+        }
+    }
 }
 
 /// One push made.
@@ -215,9 +228,10 @@ impl Pusher {
     pub(crate) fn body_for(&self, job: &Job, ts_us: u64) -> String {
         let pad = "x".repeat(self.payload_bytes);
         let data = format!(r#"{{"seq":{},"ts":{ts_us},"pad":"{pad}"}}"#, job.seq);
-        let to = match &job.to {
-            None => "\"*\"".to_owned(),
-            Some(users) => serde_json::to_string(users).unwrap_or_else(|_| "[]".into()),
+        let to = match (&job.channels, &job.to) {
+            (Some(channels), _) => serde_json::json!({ "channels": channels }).to_string(),
+            (None, None) => "\"*\"".to_owned(),
+            (None, Some(users)) => serde_json::to_string(users).unwrap_or_else(|_| "[]".into()),
         };
         self.body.replace("{to}", &to).replace("{data}", &data)
     }
@@ -250,7 +264,7 @@ mod tests {
             payload_bytes: 3,
             max_idle_reuse: MAX_IDLE_REUSE,
         };
-        let broadcast = pusher.body_for(&Job { seq: 7, to: None }, 42);
+        let broadcast = pusher.body_for(&Job::broadcast(7), 42);
         assert_eq!(
             broadcast,
             r#"{"to":"*","data":{"seq":7,"ts":42,"pad":"xxx"}}"#
@@ -259,10 +273,23 @@ mod tests {
             &Job {
                 seq: 1,
                 to: Some(vec!["a".into(), "b".into()]),
+                channels: None,
             },
             5,
         );
         assert!(personal.starts_with(r#"{"to":["a","b"],"#));
+        let channel = pusher.body_for(
+            &Job {
+                seq: 2,
+                to: None,
+                channels: Some(vec!["c.1".into(), "c.2".into()]),
+            },
+            5,
+        );
+        assert!(
+            channel.starts_with(r#"{"to":{"channels":["c.1","c.2"]},"#),
+            "{channel}"
+        );
     }
 
     /// Reads one request from `conn` and returns its body (`None` when the
@@ -334,7 +361,7 @@ mod tests {
             payload_bytes: 0,
             max_idle_reuse: MAX_IDLE_REUSE,
         };
-        let jobs = (1..=10).map(|seq| Job { seq, to: None }).collect();
+        let jobs = (1..=10).map(Job::broadcast).collect();
         let records = pusher.run(jobs, 0.0, &ProgressBar::hidden()).await.unwrap();
         assert!(records.iter().all(|r| r.status == 202), "{records:?}");
         let mut a = seen_a.lock().unwrap().clone();
@@ -359,7 +386,7 @@ mod tests {
             // its own, and the server's silent close costs nothing.
             max_idle_reuse: Duration::ZERO,
         };
-        let jobs: Vec<Job> = (1..=3).map(|seq| Job { seq, to: None }).collect();
+        let jobs: Vec<Job> = (1..=3).map(Job::broadcast).collect();
         let records = pusher.run(jobs.clone(), 0.0, &ProgressBar::hidden()).await;
         assert!(records.unwrap().iter().all(|r| r.status == 202));
         assert_eq!(seen.lock().unwrap().len(), 3);

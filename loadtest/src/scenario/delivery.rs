@@ -7,9 +7,11 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use super::channels;
 use super::counts::{merged, report_counts, report_pushes, spread};
 use super::storm::{self, Storm};
 use super::{Finished, cpu_between, launch, plan, progress, report_opened, sample, scrape};
+use crate::channels::ChannelPlan;
 use crate::cli::{
     ChurnArgs, Common, FailoverArgs, FanoutArgs, MixedArgs, PersonalArgs, PollFanoutArgs, PushOpts,
     StormArgs,
@@ -44,6 +46,9 @@ struct Delivery<'a> {
     /// `pushgate.js` does (the storm).
     storm: Option<Storm>,
     kill: Option<Kill>,
+    /// Channels: who is in which, where each push goes (`jobs` are its
+    /// schedule).
+    channels: Option<ChannelPlan>,
 }
 
 impl<'a> Delivery<'a> {
@@ -74,6 +79,20 @@ impl<'a> Delivery<'a> {
             failover: false,
             storm: None,
             kill: None,
+            channels: None,
+        }
+    }
+
+    /// With `plan` (if any): its pushes instead of broadcasts, and its
+    /// channels on every connection.
+    fn with_channels(self, plan: Option<ChannelPlan>) -> Self {
+        match plan {
+            Some(plan) => Self {
+                jobs: channels::jobs(&plan, 1..=self.expect),
+                channels: Some(plan),
+                ..self
+            },
+            None => self,
         }
     }
 }
@@ -96,18 +115,29 @@ pub(super) async fn fanout(args: &FanoutArgs, sse: bool) -> anyhow::Result<Finis
     } else {
         (Kind::Ws, &c.ws_url)
     };
-    execute(Delivery::broadcasts(
-        if sse { "sse-fanout" } else { "fanout" },
-        json!({
-            "connections": args.connections, "messages": args.messages, "rate": args.rate,
-            "payload_bytes": args.push.payload_bytes, "url": url,
-        }),
-        c,
-        &args.push,
-        only(kind, args.connections, url),
-        args.messages,
-        args.rate,
-    ))
+    let plan = channels::plan_of(
+        &args.channels,
+        args.connections,
+        channels::one_phase(args.messages, &args.channel_push),
+    );
+    execute(
+        Delivery::broadcasts(
+            if sse { "sse-fanout" } else { "fanout" },
+            json!({
+                "connections": args.connections, "messages": args.messages, "rate": args.rate,
+                "payload_bytes": args.push.payload_bytes, "url": url,
+                "channels": args.channels.channels,
+                "broadcast_every": args.channel_push.broadcast_every,
+                "channels_per_push": args.channel_push.channels_per_push,
+            }),
+            c,
+            &args.push,
+            only(kind, args.connections, url),
+            args.messages,
+            args.rate,
+        )
+        .with_channels(plan),
+    )
     .await
 }
 
@@ -147,6 +177,7 @@ pub(super) async fn personal(args: &PersonalArgs) -> anyhow::Result<Finished> {
             jobs.push(Job {
                 seq: round,
                 to: Some(to),
+                channels: None,
             });
             first = last;
         }
@@ -173,6 +204,11 @@ pub(super) async fn personal(args: &PersonalArgs) -> anyhow::Result<Finished> {
 /// `churn`.
 pub(super) async fn churn(args: &ChurnArgs) -> anyhow::Result<Finished> {
     let c = &args.common;
+    let plan = channels::plan_of(
+        &args.channels,
+        args.connections,
+        channels::one_phase(args.messages, &args.channel_push),
+    );
     execute(Delivery {
         churn: Some(Churn {
             min_ms: args.reconnect_min_ms,
@@ -185,6 +221,9 @@ pub(super) async fn churn(args: &ChurnArgs) -> anyhow::Result<Finished> {
                 "connections": args.connections, "messages": args.messages, "rate": args.rate,
                 "reconnect_min_ms": args.reconnect_min_ms,
                 "reconnect_max_ms": args.reconnect_max_ms, "url": c.ws_url,
+                "channels": args.channels.channels,
+                "broadcast_every": args.channel_push.broadcast_every,
+                "channels_per_push": args.channel_push.channels_per_push,
             }),
             c,
             &args.push,
@@ -192,6 +231,7 @@ pub(super) async fn churn(args: &ChurnArgs) -> anyhow::Result<Finished> {
             args.messages,
             args.rate,
         )
+        .with_channels(plan)
     })
     .await
 }
@@ -322,7 +362,7 @@ fn only(kind: Kind, count: u64, urls: &[String]) -> Vec<Group> {
 }
 
 fn broadcasts(m: u64) -> Vec<Job> {
-    (1..=m).map(|seq| Job { seq, to: None }).collect()
+    (1..=m).map(Job::broadcast).collect()
 }
 
 /// What the pushing phase produced.
@@ -356,10 +396,15 @@ async fn execute(d: Delivery<'_>) -> anyhow::Result<Finished> {
         failover: d.failover,
         one_home: d.storm.is_some(),
         paced: d.storm.is_some(),
+        channels: d.channels.clone(),
         ..plan(common, d.expect, d.churn, 0)
     };
     let (mut fleet, opened) = launch(common, &d.groups, &plan).await?;
     let pushed = push_and_collect(&d, &mut fleet).await;
+    let gauges = match &d.channels {
+        Some(_) => channels::read_gauges(&common.metrics_url).await,
+        None => Vec::new(),
+    };
     fleet.exit().await;
     let pushed = pushed?;
 
@@ -395,12 +440,15 @@ async fn execute(d: Delivery<'_>) -> anyhow::Result<Finished> {
             kill.pid
         ));
     }
-    let delivered = report_counts(
-        &mut report,
-        &pushed.outcomes,
-        opened.opened * d.expect,
-        &mut problems,
-    );
+    if let Some(channels) = &d.channels {
+        channels::report_layout(&mut report, channels, total);
+        channels::report_gauges(&mut report, &gauges);
+    }
+    let expected = match &d.channels {
+        Some(channels) => channels.expected(0..total, 1),
+        None => opened.opened * d.expect,
+    };
+    let delivered = report_counts(&mut report, &pushed.outcomes, expected, &mut problems);
     report.histogram(
         "latency",
         "delivery latency (push to frame)",
@@ -523,9 +571,7 @@ async fn push_and_collect(d: &Delivery<'_>, fleet: &mut Fleet) -> anyhow::Result
     let settle = Duration::from_secs(d.push.settle_secs);
     let warm_got = if d.warmup {
         let bar = progress(1, "warm-up");
-        pusher
-            .run(vec![Job { seq: 0, to: None }], 0.0, &bar)
-            .await?;
+        pusher.run(vec![Job::broadcast(0)], 0.0, &bar).await?;
         bar.finish_and_clear();
         Some(fleet.wait_seq(0, settle).await?)
     } else {

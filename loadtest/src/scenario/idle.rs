@@ -21,6 +21,8 @@ pub(super) async fn run(args: &IdleArgs) -> anyhow::Result<Finished> {
         json!({
             "connections": n,
             "hold_secs": args.hold_secs,
+            "channels": args.channels.channels,
+            "channels_per_conn": args.channels.channels_per_conn,
             "ws_url": common.ws_url,
             "pid": common.pid,
         }),
@@ -31,8 +33,18 @@ pub(super) async fn run(args: &IdleArgs) -> anyhow::Result<Finished> {
         count: n,
         urls: common.ws_url.clone(),
     }];
-    let (fleet, opened) = launch(common, &groups, &plan(common, 0, None, 0)).await?;
+    let channels = super::channels::plan_of(&args.channels, n, Vec::new());
+    let plan = crate::fleet::Plan {
+        channels: channels.clone(),
+        ..plan(common, 0, None, 0)
+    };
+    let (fleet, opened) = launch(common, &groups, &plan).await?;
     let all_open = sample(&common.pid);
+    if let Some(channels) = &channels {
+        super::channels::report_layout(&mut report, channels, n);
+        let gauges = super::channels::read_gauges(&common.metrics_url).await;
+        super::channels::report_gauges(&mut report, &gauges);
+    }
     tokio::time::sleep(Duration::from_secs(args.hold_secs)).await;
     let held = sample(&common.pid);
     fleet.exit().await;

@@ -14,6 +14,7 @@ use crate::procstat::{self, Sample};
 use crate::report::Report;
 use crate::worker::protocol::Churn;
 
+mod channels;
 mod counts;
 mod delivery;
 mod evict;
@@ -42,6 +43,7 @@ pub(crate) async fn run(scenario: Scenario) -> anyhow::Result<(Finished, Common)
         Scenario::Mixed(a) => a.common.clone(),
         Scenario::Failover(a) => a.common.clone(),
         Scenario::Storm(a) => a.common.clone(),
+        Scenario::ChannelFanout(a) => a.common.clone(),
         Scenario::Worker | Scenario::Compare(_) | Scenario::CompareSummary(_) => {
             anyhow::bail!("not a scenario")
         }
@@ -59,6 +61,7 @@ pub(crate) async fn run(scenario: Scenario) -> anyhow::Result<(Finished, Common)
             Scenario::Mixed(a) => delivery::mixed(&a).await,
             Scenario::Failover(a) => delivery::failover(&a).await,
             Scenario::Storm(a) => delivery::storm(&a).await,
+            Scenario::ChannelFanout(a) => channels::fanout(&a).await,
             Scenario::Worker | Scenario::Compare(_) | Scenario::CompareSummary(_) => {
                 unreachable!("handled above")
             }
@@ -95,6 +98,9 @@ pub(crate) fn plan(
         // with it anyway (stdin closes).
         lifetime_secs: common.timeout_secs + 30,
         seed: common.seed,
+        channels: None,
+        expect_from: 0,
+        first_conn: 0,
     }
 }
 

@@ -55,7 +55,7 @@ async fn reconnecting<C: Client>(ctx: &Ctx, i: usize) {
             .and_then(|r| r);
         let client = match opened {
             Ok(client) => client,
-            Err(err) if first => return first_attempt(ctx, Err(format!("{err:#}"))),
+            Err(err) if first => return first_attempt(ctx, i, Err(format!("{err:#}"))),
             Err(err) => {
                 failures += 1;
                 node = ctx.next_node(node);
@@ -66,7 +66,7 @@ async fn reconnecting<C: Client>(ctx: &Ctx, i: usize) {
             }
         };
         if first {
-            first_attempt(ctx, Ok(took));
+            first_attempt(ctx, i, Ok(took));
             first = false;
         } else {
             ctx.tally.borrow_mut().reconnected(true);

@@ -64,11 +64,12 @@ pub(super) fn on_frame(ctx: &Ctx, i: usize, frame: Inbound, cursor: &mut Option<
             seq,
             ts_us,
             cursor: c,
+            channel,
         } => {
             if c.is_some() {
                 *cursor = c;
             }
-            tally.message(i, seq, ts_us, now);
+            tally.message(i, seq, channel.as_deref(), ts_us, now);
             Flow::Continue
         }
         Inbound::Recover {
@@ -103,11 +104,12 @@ pub(super) fn on_frame(ctx: &Ctx, i: usize, frame: Inbound, cursor: &mut Option<
     }
 }
 
-/// A first attempt finished; `Ok(handshake time)` or the error.
-pub(super) fn first_attempt(ctx: &Ctx, result: Result<Duration, String>) {
+/// The first attempt of connection `i` finished; `Ok(handshake time)` or
+/// the error.
+pub(super) fn first_attempt(ctx: &Ctx, i: usize, result: Result<Duration, String>) {
     let mut tally = ctx.tally.borrow_mut();
     match result {
-        Ok(took) => tally.opened(took.as_micros() as u64),
+        Ok(took) => tally.opened(i, took.as_micros() as u64),
         Err(err) => tally.failed(&err),
     }
     ctx.attempts_done.set(ctx.attempts_done.get() + 1);

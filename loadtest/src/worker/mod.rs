@@ -105,6 +105,23 @@ impl Ctx {
         target::source_of(self.spec.first_conn + i as u64, self.spec.sources)
     }
 
+    /// `path_or_url` (a request target or URL for local connection `i`)
+    /// with its `channels=` appended, if it is in channels: the same on
+    /// every connect and reconnect.
+    pub(crate) fn with_channels(&self, i: usize, mut path_or_url: String) -> String {
+        let channels = self
+            .spec
+            .channels
+            .as_ref()
+            .and_then(|plan| plan.query_of(self.spec.first_conn + i as u64));
+        if let Some(channels) = channels {
+            path_or_url.push(if path_or_url.contains('?') { '&' } else { '?' });
+            path_or_url.push_str("channels=");
+            path_or_url.push_str(&channels);
+        }
+        path_or_url
+    }
+
     /// The cursor query parameter and value, if there is a cursor.
     pub(crate) fn cursor_arg<'a>(&'a self, cursor: Option<&'a str>) -> Option<(&'a str, &'a str)> {
         cursor.map(|c| (self.spec.cursor_param.as_str(), c))
@@ -158,7 +175,13 @@ async fn run() -> anyhow::Result<()> {
     }
     let started = Instant::now();
     let ctx = Rc::new(Ctx {
-        tally: RefCell::new(Tally::new(spec.count, spec.expect)),
+        tally: RefCell::new(Tally::with_channels(
+            spec.count,
+            spec.expect,
+            spec.channels.clone(),
+            spec.first_conn,
+            spec.expect_from,
+        )),
         finished: RefCell::new(Vec::new()),
         gate: Semaphore::new(spec.connect_concurrency.max(1)),
         stopping: Cell::new(false),
@@ -203,7 +226,7 @@ async fn run() -> anyhow::Result<()> {
                     Command::Exit => break,
                     Command::WaitSeq { seq, timeout_ms } => {
                         let open = ctx.tally.borrow().opened;
-                        wait_for(&ctx, timeout_ms, |t| t.got(seq) >= open).await;
+                        wait_for(&ctx, timeout_ms, |t| t.got(seq) >= t.expecting(seq, open)).await;
                         emit(&Event::SeqDone { seq, got: ctx.tally.borrow().got(seq) });
                     }
                     Command::Collect { timeout_ms } => {

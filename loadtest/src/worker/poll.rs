@@ -50,7 +50,7 @@ pub(super) async fn run(ctx: &Ctx, i: usize) {
                             _ => "connect timed out".to_owned(),
                         };
                         if first {
-                            return flow::first_attempt(ctx, Err(err));
+                            return flow::first_attempt(ctx, i, Err(err));
                         }
                         failures += 1;
                         node = ctx.next_node(node);
@@ -63,7 +63,7 @@ pub(super) async fn run(ctx: &Ctx, i: usize) {
             }
         };
         let target = &ctx.nodes[node].target;
-        let path = target.path_for(&user, ctx.cursor_arg(cursor.as_deref()));
+        let path = ctx.with_channels(i, target.path_for(&user, ctx.cursor_arg(cursor.as_deref())));
         let mut headers = vec![("Accept", "application/json")];
         if let Some(v) = &validators.last_modified {
             headers.push(("If-Modified-Since", v));
@@ -74,14 +74,14 @@ pub(super) async fn run(ctx: &Ctx, i: usize) {
         let request = http::request("GET", &path, &target.host_header(), &headers, b"");
         if let Err(err) = current.send(&request).await {
             if first {
-                return flow::first_attempt(ctx, Err(format!("send: {err}")));
+                return flow::first_attempt(ctx, i, Err(format!("send: {err}")));
             }
             continue;
         }
         if first {
             // A poll counts as open once its request is out: from here it
             // is parked at the server.
-            flow::first_attempt(ctx, Ok(started.elapsed()));
+            flow::first_attempt(ctx, i, Ok(started.elapsed()));
             first = false;
         }
         let answer = tokio::time::timeout_at(ctx.deadline, exchange(&mut current)).await;

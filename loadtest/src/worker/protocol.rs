@@ -92,6 +92,16 @@ pub(crate) struct Spec {
     pub cursor_param: String,
     /// The worker exits by itself after this many seconds.
     pub lifetime_secs: u64,
+    /// Channels: which connection is in which (sent as `channels=` on
+    /// every connect and reconnect) and where each push goes; with it,
+    /// `expect` is the highest `seq` and each connection expects only
+    /// the frames of its streams, counted per (connection, stream).
+    #[serde(default)]
+    pub channels: Option<crate::channels::ChannelPlan>,
+    /// Pushes below this `seq` are not expected (they were made before
+    /// these connections opened).
+    #[serde(default)]
+    pub expect_from: u64,
     /// Seed for reconnect delays.
     pub seed: u64,
 }

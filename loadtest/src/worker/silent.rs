@@ -25,11 +25,11 @@ pub(super) async fn run(ctx: &Ctx, i: usize) {
     let ((started, request_us), opened) = opened;
     let mut conn = match opened {
         Ok(Ok(conn)) => conn,
-        Ok(Err(err)) => return flow::first_attempt(ctx, Err(format!("{err:#}"))),
-        Err(_) => return flow::first_attempt(ctx, Err("handshake timed out".into())),
+        Ok(Err(err)) => return flow::first_attempt(ctx, i, Err(format!("{err:#}"))),
+        Err(_) => return flow::first_attempt(ctx, i, Err("handshake timed out".into())),
     };
     let open_us = frames::now_us();
-    flow::first_attempt(ctx, Ok(started.elapsed()));
+    flow::first_attempt(ctx, i, Ok(started.elapsed()));
     let mut close_us = None;
     loop {
         let frames_done = match read_frames(conn.buffered()) {
@@ -67,7 +67,7 @@ async fn open(ctx: &Ctx, i: usize) -> anyhow::Result<HttpConn> {
     let mut rng = flow::rng_for(ctx, i);
     let key_bytes: Vec<u8> = (0..2).flat_map(|_| rng.next_u64().to_le_bytes()).collect();
     let key = base64::engine::general_purpose::STANDARD.encode(key_bytes);
-    let path = node.target.path_for(&ctx.user(i), None);
+    let path = ctx.with_channels(i, node.target.path_for(&ctx.user(i), None));
     let request = http::request(
         "GET",
         &path,

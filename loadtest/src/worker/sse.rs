@@ -44,7 +44,7 @@ async fn open(
         .await
         .context("connect")?;
     let mut conn = HttpConn::new(stream);
-    let path = node.target.path_for(user, ctx.cursor_arg(cursor));
+    let path = ctx.with_channels(i, node.target.path_for(user, ctx.cursor_arg(cursor)));
     let request = http::request(
         "GET",
         &path,

@@ -1,6 +1,9 @@
 //! A worker's accounting: which connection got which message when, and
 //! what went wrong. Pure state, updated by the connection tasks.
 
+use std::collections::HashMap;
+
+use crate::channels::{self, ChannelPlan, Dest};
 use crate::hist::{self, Hist};
 use crate::worker::protocol::{Outcome, SeqStat};
 
@@ -26,12 +29,17 @@ pub(crate) struct Tally {
     distinct: Vec<u32>,
     /// Highest seq seen per connection.
     highest: Vec<u64>,
+    /// With channels: what each connection expects, counted per
+    /// (connection, stream).
+    streams: Option<Streams>,
     /// Connections opened (first attempts only).
     pub opened: u64,
     /// First attempts that failed.
     pub failed: u64,
     /// Silent connections that ended (or any connection that gave up).
     pub ended: u64,
+    /// Messages the opened connections expect, summed.
+    opened_expect: u64,
     /// Handshake times, µs.
     pub handshake: Hist,
     latency: Hist,
@@ -40,18 +48,121 @@ pub(crate) struct Tally {
     out: Outcome,
 }
 
+/// The counts of a run with channels: each connection expects the
+/// broadcasts and the pushes to its channels (from `expect_from` on), one
+/// frame per (push, channel).
+#[derive(Debug)]
+struct Streams {
+    plan: ChannelPlan,
+    expect_from: u64,
+    /// Channels per local connection, sorted.
+    channels: Vec<Vec<u64>>,
+    /// Frames each local connection expects.
+    expect_of: Vec<u32>,
+    /// Frames expected per seq over the local connections.
+    per_seq: Vec<u32>,
+    /// Arrivals per (connection, seq, stream), saturating.
+    seen: HashMap<(u32, u32, u32), u8>,
+    /// Highest seq per (connection, stream).
+    highest: HashMap<(u32, u32), u32>,
+}
+
+impl Streams {
+    fn new(plan: ChannelPlan, first_conn: u64, conns: usize, expect_from: u64) -> Self {
+        let channels: Vec<Vec<u64>> = (0..conns as u64)
+            .map(|i| plan.channels_of(first_conn + i))
+            .collect();
+        let (broadcasts, per_channel) = plan.counts_from(expect_from);
+        let expect_of = channels
+            .iter()
+            .map(|cs| broadcasts as u32 + cs.iter().map(|&j| per_channel[j as usize]).sum::<u32>())
+            .collect();
+        let mut members = vec![0u32; plan.count as usize];
+        for cs in &channels {
+            for &j in cs {
+                members[j as usize] += 1;
+            }
+        }
+        let last = plan.last_seq();
+        let mut per_seq = vec![0u32; last as usize + 1];
+        for seq in expect_from.max(1)..=last {
+            per_seq[seq as usize] = match plan.dest(seq) {
+                Some(Dest::Broadcast) => conns as u32,
+                Some(dest) => plan
+                    .dest_channels(dest)
+                    .iter()
+                    .map(|&j| members[j as usize])
+                    .sum(),
+                None => 0,
+            };
+        }
+        Self {
+            plan,
+            expect_from,
+            channels,
+            expect_of,
+            per_seq,
+            seen: HashMap::new(),
+            highest: HashMap::new(),
+        }
+    }
+
+    /// The stream of a frame through `channel` to connection `conn` for
+    /// push `seq`, if that connection should have got it.
+    fn stream(&self, conn: usize, seq: u64, channel: Option<&str>) -> Option<u32> {
+        if seq == 0 {
+            // The warm-up broadcast.
+            return channel.is_none().then_some(channels::BROADCAST);
+        }
+        if seq < self.expect_from {
+            return None;
+        }
+        match (self.plan.dest(seq)?, channel) {
+            (Dest::Broadcast, None) => Some(channels::BROADCAST),
+            (dest @ Dest::Channels { .. }, Some(name)) => {
+                let j = self.plan.parse(name)?;
+                let ok = self.plan.dest_channels(dest).contains(&j)
+                    && self.channels[conn].binary_search(&j).is_ok();
+                ok.then_some(j as u32)
+            }
+            _ => None,
+        }
+    }
+}
+
 impl Tally {
     /// Counts for `conns` connections expecting messages `1..=expect`.
+    #[cfg(test)]
     pub(crate) fn new(conns: usize, expect: u64) -> Self {
+        Self::with_channels(conns, expect, None, 0, 0)
+    }
+
+    /// Counts for `conns` connections (global numbers from `first_conn`):
+    /// without channels, each expects messages `1..=expect`; with them,
+    /// what the plan sends to its streams from `expect_from` on.
+    pub(crate) fn with_channels(
+        conns: usize,
+        expect: u64,
+        plan: Option<ChannelPlan>,
+        first_conn: u64,
+        expect_from: u64,
+    ) -> Self {
+        let streams = plan.map(|p| Streams::new(p, first_conn, conns, expect_from));
         let per = (expect + 1) as usize;
         Self {
             expect,
-            counts: vec![0; conns * per],
+            counts: if streams.is_some() {
+                Vec::new()
+            } else {
+                vec![0; conns * per]
+            },
             distinct: vec![0; conns],
             highest: vec![0; conns],
+            streams,
             opened: 0,
             failed: 0,
             ended: 0,
+            opened_expect: 0,
             handshake: hist::new_hist(),
             latency: hist::new_hist(),
             close_lateness: hist::new_hist(),
@@ -68,9 +179,27 @@ impl Tally {
         self.out.complete
     }
 
+    /// Messages connection `conn` expects.
+    fn expect_of(&self, conn: usize) -> u64 {
+        match &self.streams {
+            Some(s) => u64::from(s.expect_of[conn]),
+            None => self.expect,
+        }
+    }
+
     /// Whether connection `conn` has every expected message.
     pub(crate) fn is_complete(&self, conn: usize) -> bool {
-        u64::from(self.distinct[conn]) >= self.expect
+        u64::from(self.distinct[conn]) >= self.expect_of(conn)
+    }
+
+    /// First arrivals of message `seq` to wait for, `opened` connections
+    /// being open: each of them without channels; with channels, the
+    /// frames the plan sends there (over every local connection).
+    pub(crate) fn expecting(&self, seq: u64, opened: u64) -> u64 {
+        match &self.streams {
+            Some(s) if seq > 0 => s.per_seq.get(seq as usize).map_or(0, |&n| u64::from(n)),
+            _ => opened,
+        }
     }
 
     /// Connections that have message `seq`.
@@ -78,10 +207,16 @@ impl Tally {
         self.out.per_seq.get(seq as usize).map_or(0, |s| s.got)
     }
 
-    /// A first connection attempt succeeded after `handshake_us`.
-    pub(crate) fn opened(&mut self, handshake_us: u64) {
+    /// A first connection attempt of connection `conn` succeeded after
+    /// `handshake_us`.
+    pub(crate) fn opened(&mut self, conn: usize, handshake_us: u64) {
         self.opened += 1;
         hist::record(&mut self.handshake, handshake_us);
+        if self.streams.is_some() && self.expect_of(conn) == 0 {
+            // Nothing to wait for: complete from the start.
+            self.out.complete += 1;
+        }
+        self.opened_expect += self.expect_of(conn);
     }
 
     /// A first connection attempt failed.
@@ -131,11 +266,12 @@ impl Tally {
     }
 
     /// Message `seq` (pushed at `ts_us`) reached connection `conn` at
-    /// `now_us`.
+    /// `now_us`, through `channel` if it names one.
     pub(crate) fn message(
         &mut self,
         conn: usize,
         seq: Option<u64>,
+        channel: Option<&str>,
         ts_us: Option<u64>,
         now_us: u64,
     ) {
@@ -143,17 +279,39 @@ impl Tally {
             self.out.unexpected += 1;
             return;
         };
-        let slot = conn * (self.expect as usize + 1) + seq as usize;
-        let before = self.counts[slot];
-        self.counts[slot] = before.saturating_add(1);
-        if before > 0 {
-            self.out.duplicates += 1;
-            return;
+        if let Some(streams) = &mut self.streams {
+            let Some(stream) = streams.stream(conn, seq, channel) else {
+                self.out.unexpected += 1;
+                return;
+            };
+            let seen = streams
+                .seen
+                .entry((conn as u32, seq as u32, stream))
+                .or_default();
+            let before = *seen;
+            *seen = before.saturating_add(1);
+            if before > 0 {
+                self.out.duplicates += 1;
+                return;
+            }
+            let highest = streams.highest.entry((conn as u32, stream)).or_default();
+            if (seq as u32) < *highest {
+                self.out.out_of_order += 1;
+            }
+            *highest = (*highest).max(seq as u32);
+        } else {
+            let slot = conn * (self.expect as usize + 1) + seq as usize;
+            let before = self.counts[slot];
+            self.counts[slot] = before.saturating_add(1);
+            if before > 0 {
+                self.out.duplicates += 1;
+                return;
+            }
+            if seq < self.highest[conn] {
+                self.out.out_of_order += 1;
+            }
+            self.highest[conn] = self.highest[conn].max(seq);
         }
-        if seq < self.highest[conn] {
-            self.out.out_of_order += 1;
-        }
-        self.highest[conn] = self.highest[conn].max(seq);
         let stat = &mut self.out.per_seq[seq as usize];
         stat.got += 1;
         stat.first_us = if stat.first_us == 0 {
@@ -170,7 +328,7 @@ impl Tally {
         }
         self.out.delivered += 1;
         self.distinct[conn] += 1;
-        if u64::from(self.distinct[conn]) == self.expect {
+        if u64::from(self.distinct[conn]) == self.expect_of(conn) {
             self.out.complete += 1;
         }
     }
@@ -216,8 +374,7 @@ impl Tally {
             out.not_closed = self.opened.saturating_sub(self.ended);
         } else {
             // Lost: expected messages missing on connections that opened.
-            let opened_expect = self.opened * self.expect;
-            out.lost = opened_expect.saturating_sub(out.delivered);
+            out.lost = self.opened_expect.saturating_sub(out.delivered);
         }
         out
     }
@@ -230,14 +387,14 @@ mod tests {
     #[test]
     fn duplicates_losses_and_completion_are_counted() {
         let mut t = Tally::new(2, 3);
-        t.opened(10);
-        t.opened(10);
+        t.opened(0, 10);
+        t.opened(1, 10);
         for seq in [0, 1, 2, 3, 2] {
-            t.message(0, Some(seq), Some(100), 200);
+            t.message(0, Some(seq), None, Some(100), 200);
         }
-        t.message(1, Some(2), Some(100), 300);
-        t.message(1, Some(1), None, 300);
-        t.message(1, Some(9), None, 300);
+        t.message(1, Some(2), None, Some(100), 300);
+        t.message(1, Some(1), None, None, 300);
+        t.message(1, Some(9), None, None, 300);
         let out = t.outcome(false);
         assert_eq!(out.delivered, 5);
         assert_eq!(out.duplicates, 1);
@@ -251,11 +408,66 @@ mod tests {
     }
 
     #[test]
+    fn channel_frames_are_counted_per_connection_and_stream() {
+        use crate::channels::{Layout, Phase};
+        // Connections 0 and 1 in channels {0,1} and {2,3} of 4; pushes 1
+        // and 2 are broadcasts, then one push each to channels (0,1), (2,3).
+        let plan = ChannelPlan {
+            prefix: "c.".into(),
+            exact: false,
+            count: 4,
+            per_conn: 2,
+            layout: Layout::Ring,
+            members: 2,
+            phases: vec![
+                Phase {
+                    first_seq: 1,
+                    count: 2,
+                    broadcast_every: 1,
+                    width: 1,
+                },
+                Phase {
+                    first_seq: 3,
+                    count: 2,
+                    broadcast_every: 0,
+                    width: 2,
+                },
+            ],
+        };
+        let mut t = Tally::with_channels(2, 4, Some(plan), 0, 0);
+        t.opened(0, 1);
+        t.opened(1, 1);
+        assert_eq!(
+            t.expecting(3, 2),
+            2,
+            "both frames of push 3 go to connection 0"
+        );
+        for (seq, ch) in [(1, None), (2, None), (3, Some("c.0")), (3, Some("c.1"))] {
+            t.message(0, Some(seq), ch, Some(1), 2);
+        }
+        t.message(0, Some(3), Some("c.1"), Some(1), 2);
+        assert!(t.is_complete(0));
+        t.message(1, Some(1), None, Some(1), 2);
+        t.message(1, Some(3), Some("c.0"), Some(1), 2);
+        t.message(1, Some(4), Some("c.2"), Some(1), 2);
+        t.message(1, Some(2), Some("c.2"), Some(1), 2);
+        let out = t.outcome(false);
+        assert_eq!(out.delivered, 6);
+        assert_eq!(out.duplicates, 1);
+        assert_eq!(
+            out.unexpected, 2,
+            "push 3 is not for connection 1, push 2 is no channel's"
+        );
+        assert_eq!(out.lost, 2, "push 2, and push 4 through c.3");
+        assert_eq!(out.complete, 1);
+    }
+
+    #[test]
     fn silent_lateness_is_measured_from_the_idle_deadline() {
         let mut t = Tally::new(3, 0);
-        t.opened(1);
-        t.opened(1);
-        t.opened(1);
+        t.opened(0, 1);
+        t.opened(1, 1);
+        t.opened(2, 1);
         let opened = Opened {
             request_us: 990_000,
             open_us: 1_000_000,

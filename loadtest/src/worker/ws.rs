@@ -38,7 +38,7 @@ impl flow::Client for WsClient {
         let stream = target::connect(node.addr, ctx.source(i))
             .await
             .context("connect")?;
-        let url = node.target.url_for(user, ctx.cursor_arg(cursor));
+        let url = ctx.with_channels(i, node.target.url_for(user, ctx.cursor_arg(cursor)));
         let config = WebSocketConfig::default().read_buffer_size(READ_BUFFER_BYTES);
         let (ws, _) = tokio_tungstenite::client_async_with_config(url, stream, Some(config))
             .await
