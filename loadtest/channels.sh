@@ -59,36 +59,7 @@ cp "$release/pushgate" "$tmp/pushgate"
 cp "$release/loadtest" "$tmp/loadtest"
 write_config "$out/gateway.toml" "$tmp/pushgate"
 
-gw_pid=""
-stop_gateway() {
-    if [[ -n "$gw_pid" ]] && kill -0 "$gw_pid" 2>/dev/null; then
-        kill -TERM "$gw_pid" 2>/dev/null || true
-        for _ in $(seq 1 100); do
-            kill -0 "$gw_pid" 2>/dev/null || break
-            sleep 0.2
-        done
-        kill -KILL "$gw_pid" 2>/dev/null || true
-    fi
-    gw_pid=""
-}
 trap 'stop_gateway; rm -rf "$tmp"' EXIT
-
-# start_gateway NAME [VAR=VALUE ...]: a fresh pushgate on a free port.
-start_gateway() {
-    local name=$1
-    shift
-    env PUSHGATE_LOG=info "$@" \
-        "$tmp/pushgate" --config "$out/gateway.toml" >"$out/$name.gateway.log" 2>&1 &
-    gw_pid=$!
-    addr=""
-    for _ in $(seq 1 100); do
-        addr=$(grep -a "serving" "$out/$name.gateway.log" 2>/dev/null | grep -ao '127\.0\.0\.1:[0-9]\+' | head -n1 || true)
-        [[ -n "$addr" ]] && break
-        sleep 0.1
-    done
-    [[ -n "$addr" ]] || { echo "channels: pushgate did not start" >&2; exit 1; }
-    sleep 1 # let it settle before the baseline reading
-}
 
 failed=()
 run() {
