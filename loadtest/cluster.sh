@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# Several release pushgate nodes on one Redis (`[broker] kind = "redis"`),
-# measured with the load client: broadcast to 1 node against 5 nodes,
-# PUBLISH calls per push, a node killed with SIGKILL under a stream of
-# pushes, personal messages on 1 node against 3. Each step starts its own
-# fresh nodes under its own Redis key prefix, stops them by pid and
-# deletes its keys. Results in loadtest/results/cluster-<UTC time>/: per
-# step the load client's JSON and Markdown and the Redis counts, plus
-# summary.md, summary.json, commands.txt and about.txt (node logs are
-# *.log, not committed).
+# Several release pushgate nodes on one Redis or on a Redis Cluster
+# (`[broker] kind = "redis"`, CLUSTER_BROKER), measured with the load
+# client: broadcast to 1 node against 5 nodes, publishes per push, a node
+# killed with SIGKILL under a stream of pushes, personal messages on 1
+# node against 3, pushes to thousands of distinct streams. Each step
+# starts its own fresh nodes under its own Redis key prefix, stops them by
+# pid and deletes its keys. Per step it records the publishes Redis ran,
+# the CPU each Redis process spent (INFO cpu before and after) and the
+# messages each node took from the broker
+# (pushgate_bus_messages_received_total). Results in
+# loadtest/results/cluster-<UTC time>/: per step the load client's JSON
+# and Markdown and the broker figures, plus summary.md, summary.json,
+# commands.txt and about.txt (node and Redis logs are *.log, not
+# committed).
 #
 # Usage: loadtest/cluster.sh [STEP ...]   (default: every step, in this order)
 #   fanout-1        1 node:  CLUSTER_WS/5 WebSockets + CLUSTER_SSE/5 SSE + CLUSTER_POLL/5 long-polls
@@ -19,16 +24,25 @@
 #   personal-3      3 nodes: the same users, connection k on node k mod 3
 #   personal-1-paced, personal-3-paced   the same at PERSONAL_PACED_RATE pushes/s (latency
 #                   below saturation)
+#   streams-1       1 node: STREAMS_N users, STREAMS_ROUNDS pushes each, every push to one
+#                   user (STREAMS_N distinct streams), back to back: the broker's CPU per push
 #
 # Environment (no name starts with PUSHGATE_: pushgate reads every
 # PUSHGATE_* variable as configuration and refuses unknown ones):
-#   REDIS_HOST, REDIS_PORT       the Redis (default 127.0.0.1:6379)
+#   CLUSTER_BROKER=redis         redis: the Redis at REDIS_HOST:REDIS_PORT;
+#                                standalone: a fresh private redis-server on a free loopback
+#                                port (no persistence), for a side-by-side with the cluster;
+#                                cluster: a fresh Redis Cluster of 3 masters and 3 replicas on
+#                                loopback (tests/cluster/redis-cluster.sh), [broker] cluster = true
+#   CLUSTER_SHARDS=8             [broker] shards on a cluster
+#   REDIS_HOST, REDIS_PORT       the Redis of CLUSTER_BROKER=redis (default 127.0.0.1:6379)
 #   CLUSTER_WS=95000 CLUSTER_SSE=2000 CLUSTER_POLL=2000
 #   CLUSTER_MESSAGES=8 CLUSTER_RATE=0.25   broadcasts in the fanout steps (one every 4 s: a
 #                                          broadcast to 99,000 clients needs ~3 s of CPU here)
 #   FAILOVER_WS=5000 FAILOVER_SSE=500 FAILOVER_POLL=500
 #   FAILOVER_MESSAGES=100 FAILOVER_RATE=10 FAILOVER_KILL_AFTER=4
 #   PERSONAL_N=15000 PERSONAL_ROUNDS=10 PERSONAL_BATCH=100 PERSONAL_PACED_RATE=100
+#   STREAMS_N=3000 STREAMS_ROUNDS=10
 #   CLUSTER_OUT                  results directory (default loadtest/results/cluster-<UTC time>)
 #   LOADTEST_PUSHGATE_BIN        a pushgate binary to run instead of building the working
 #                                tree's (for example one built from a clean `git archive HEAD`)
@@ -56,6 +70,14 @@ PERSONAL_N=${PERSONAL_N:-15000}
 PERSONAL_ROUNDS=${PERSONAL_ROUNDS:-10}
 PERSONAL_BATCH=${PERSONAL_BATCH:-100}
 PERSONAL_PACED_RATE=${PERSONAL_PACED_RATE:-100}
+STREAMS_N=${STREAMS_N:-3000}
+STREAMS_ROUNDS=${STREAMS_ROUNDS:-10}
+CLUSTER_BROKER=${CLUSTER_BROKER:-redis}
+CLUSTER_SHARDS=${CLUSTER_SHARDS:-8}
+case "$CLUSTER_BROKER" in
+    redis | standalone | cluster) ;;
+    *) echo "cluster: CLUSTER_BROKER is redis, standalone or cluster, not $CLUSTER_BROKER" >&2; exit 1 ;;
+esac
 # Connections per loopback source address: well under the ephemeral port
 # range, so sockets left in TIME_WAIT by an earlier step do not run a
 # source out of ports.
@@ -75,6 +97,8 @@ steps=("$@")
 
 say() { echo "cluster: $*" >&2; }
 rcli() { redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" "$@"; }
+# redis_ports: every Redis process of the run (a cluster's masters first).
+redis_ports=()
 
 # --- preflight: tools, Redis, kernel limits --------------------------------
 
@@ -89,6 +113,7 @@ for step in "${steps[@]}"; do
         failover) n=$(( FAILOVER_WS + FAILOVER_SSE + FAILOVER_POLL )); per_node=$(( (n + 3) / 4 )) ;;
         personal-1 | personal-1-paced) n=$PERSONAL_N; per_node=$n ;;
         personal-3 | personal-3-paced) n=$PERSONAL_N; per_node=$(( (n + 2) / 3 )) ;;
+        streams-1) n=$STREAMS_N; per_node=$n ;;
         *) say "unknown step $step"; exit 1 ;;
     esac
     if (( per_node > NODE_MAX_CONNECTIONS )); then
@@ -98,10 +123,14 @@ for step in "${steps[@]}"; do
     if (( n > largest )); then largest=$n; fi
 done
 
-for tool in redis-cli jq ss; do
+for tool in redis-cli jq ss curl; do
     command -v "$tool" >/dev/null || { say "needs $tool"; exit 1; }
 done
-[[ $(rcli ping 2>/dev/null) == PONG ]] || { say "no Redis answers at $REDIS_HOST:$REDIS_PORT"; exit 1; }
+if [[ $CLUSTER_BROKER == redis ]]; then
+    [[ $(rcli ping 2>/dev/null) == PONG ]] || { say "no Redis answers at $REDIS_HOST:$REDIS_PORT"; exit 1; }
+else
+    command -v redis-server >/dev/null || { say "CLUSTER_BROKER=$CLUSTER_BROKER needs redis-server"; exit 1; }
+fi
 
 problems=()
 read -r port_lo port_hi < /proc/sys/net/ipv4/ip_local_port_range
@@ -149,6 +178,47 @@ cp "$pushgate_bin" "$tmp/pushgate"
 cp target/release/loadtest "$tmp/loadtest"
 key_root="loadtest-cluster-$stamp"
 
+# --- the broker ----------------------------------------------------------------
+
+# publisher_ports: the Redis processes that run publish scripts (every
+# master); redis_ports: every Redis process of the run.
+publisher_ports=()
+broker_toml=""
+case "$CLUSTER_BROKER" in
+    redis)
+        redis_ports=("$REDIS_PORT")
+        publisher_ports=("$REDIS_PORT")
+        broker_toml=$(printf 'url = "redis://%s:%s"' "$REDIS_HOST" "$REDIS_PORT")
+        ;;
+    standalone)
+        REDIS_HOST=127.0.0.1
+        REDIS_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
+        mkdir -p "$tmp/standalone"
+        redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --dir "$tmp/standalone" \
+            --appendonly no --save '' --daemonize yes \
+            --pidfile "$tmp/standalone/redis.pid" --logfile "$PWD/$out/standalone-redis.log" >/dev/null
+        for _ in $(seq 1 100); do
+            [[ $(rcli ping 2>/dev/null) == PONG ]] && break
+            sleep 0.1
+        done
+        [[ $(rcli ping 2>/dev/null) == PONG ]] || { say "the private Redis on port $REDIS_PORT did not start"; exit 1; }
+        redis_ports=("$REDIS_PORT")
+        publisher_ports=("$REDIS_PORT")
+        broker_toml=$(printf 'url = "redis://127.0.0.1:%s"' "$REDIS_PORT")
+        ;;
+    cluster)
+        REDIS_HOST=127.0.0.1
+        read -r -a redis_ports < <(tests/cluster/redis-cluster.sh start "$tmp/redis-cluster") || true
+        (( ${#redis_ports[@]} == 6 )) || { say "the local Redis Cluster did not start (see $tmp/redis-cluster)"; exit 1; }
+        publisher_ports=("${redis_ports[@]:0:3}")
+        REDIS_PORT=${redis_ports[0]}
+        seeds=()
+        for port in "${publisher_ports[@]}"; do seeds+=("\"redis://127.0.0.1:$port\""); done
+        broker_toml=$(printf 'cluster = true\nurl = "redis://127.0.0.1:%s"\nurls = [%s]\nshards = %s' \
+            "$REDIS_PORT" "$(IFS=,; echo "${seeds[*]}")" "$CLUSTER_SHARDS")
+        ;;
+esac
+
 # shellcheck source=loadtest/gateway-config.sh
 source loadtest/gateway-config.sh
 write_config "$tmp/base.toml" "$tmp/pushgate"
@@ -158,9 +228,9 @@ write_config "$tmp/base.toml" "$tmp/pushgate"
     echo "pushgate built from: $built_from"
     echo "loadtest built from: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- loadtest/src 2>/dev/null || echo ' with uncommitted changes in loadtest/src/')"
     echo "machine: $(uname -sr), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
-    echo "redis: $(rcli info server | tr -d '\r' | awk -F: '/^redis_version/ {print $2}') at $REDIS_HOST:$REDIS_PORT, $(rcli config get client-output-buffer-limit | tr -d '\r' | tail -n1)"
+    echo "redis: $(rcli info server | tr -d '\r' | awk -F: '/^redis_version/ {print $2}'), CLUSTER_BROKER=$CLUSTER_BROKER, ports ${redis_ports[*]} on $REDIS_HOST (publishing: ${publisher_ports[*]}), $(rcli config get client-output-buffer-limit | tr -d '\r' | tail -n1)"
     echo "kernel: ip_local_port_range $port_lo-$port_hi, somaxconn $somaxconn, file-max $file_max, open files per process $hard_files"
-    echo "node config: load config of loadtest/gateway-config.sh, [session] max_connections = $NODE_MAX_CONNECTIONS, [broker] kind = \"redis\", key_prefix = $key_root-<step>"
+    echo "node config: load config of loadtest/gateway-config.sh, [session] max_connections = $NODE_MAX_CONNECTIONS, [broker] kind = \"redis\", $(echo "$broker_toml" | paste -sd' '), key_prefix = $key_root-<step>"
     echo "steps: ${steps[*]}"
 } >"$out/about.txt"
 
@@ -191,6 +261,8 @@ stop_nodes() {
 
 drop_keys() {
     local pattern=$1
+    # A private Redis or cluster goes away with its keys at the end.
+    [[ $CLUSTER_BROKER == redis ]] || return 0
     local n
     n=$(rcli --scan --pattern "$pattern" | wc -l)
     rcli --scan --pattern "$pattern" | xargs -r -n 500 redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" DEL >/dev/null
@@ -201,6 +273,10 @@ cleanup() {
     [[ -n $sub_pid ]] && kill "$sub_pid" 2>/dev/null || true
     stop_nodes
     drop_keys "$key_root-*"
+    case "$CLUSTER_BROKER" in
+        standalone) rcli shutdown nosave >/dev/null 2>&1 || true ;;
+        cluster) tests/cluster/redis-cluster.sh stop "$tmp/redis-cluster" >/dev/null 2>&1 || true ;;
+    esac
     rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -211,8 +287,8 @@ start_nodes() {
     prefix="$key_root-$step"
     cp "$tmp/base.toml" "$tmp/$step.toml"
     sed -i "s/^max_connections = .*/max_connections = $NODE_MAX_CONNECTIONS/" "$tmp/$step.toml"
-    printf '\n[broker]\nkind = "redis"\nurl = "redis://%s:%s"\nkey_prefix = "%s"\n' \
-        "$REDIS_HOST" "$REDIS_PORT" "$prefix" >>"$tmp/$step.toml"
+    printf '\n[broker]\nkind = "redis"\n%s\nkey_prefix = "%s"\n' \
+        "$broker_toml" "$prefix" >>"$tmp/$step.toml"
     "$tmp/pushgate" check-config --config "$tmp/$step.toml" >/dev/null
     for i in $(seq 1 "$k"); do
         PUSHGATE_LOG=info "$tmp/pushgate" --config "$tmp/$step.toml" \
@@ -249,8 +325,39 @@ pids() {
     (IFS=,; echo "${node_pids[*]:first-1:last-first+1}")
 }
 
+# publish_calls: PUBLISH and SPUBLISH calls so far, summed over the
+# masters (a script's calls count too).
 publish_calls() {
-    rcli info commandstats | tr -d '\r' | sed -n 's/^cmdstat_publish:calls=\([0-9]*\),.*/\1/p' | grep . || echo 0
+    local port total=0 calls
+    for port in "${publisher_ports[@]}"; do
+        calls=$(redis-cli -h "$REDIS_HOST" -p "$port" info commandstats | tr -d '\r' |
+            sed -n 's/^cmdstat_s\{0,1\}publish:calls=\([0-9]*\),.*/\1/p' | awk '{t += $1} END {print t + 0}')
+        total=$(( total + calls ))
+    done
+    echo "$total"
+}
+
+# redis_cpu_ms: one line, each Redis process's CPU so far (user + system,
+# ms, from INFO cpu), in the order of redis_ports.
+redis_cpu_ms() {
+    local port
+    for port in "${redis_ports[@]}"; do
+        redis-cli -h "$REDIS_HOST" -p "$port" info cpu | tr -d '\r' |
+            awk -F: '/^used_cpu_(sys|user):/ {t += $2} END {printf "%d ", t * 1000}'
+    done
+    echo
+}
+
+# bus_received: one line, each node's pushgate_bus_messages_received_total
+# (or -1 for a node that does not answer), in the order of node_addrs.
+bus_received() {
+    local addr n
+    for addr in "${node_addrs[@]}"; do
+        n=$({ curl -s --max-time 5 "http://$addr/metrics" || true; } |
+            awk '/^pushgate_bus_messages_received_total[ {]/ {t += $NF; seen = 1} END {if (seen) print t; else print -1}')
+        printf '%s ' "${n:--1}"
+    done
+    echo
 }
 
 # run NAME PUSHES TOTAL_CONNECTIONS LOADTEST_ARGS...: one load client run
@@ -264,34 +371,51 @@ run() {
         --sources "$sources" --per-worker 19000 --timeout-secs 600
         --json "$out/$name.json" --markdown "$out/$name.md")
     echo "$name: ${cmd[*]}" | sed "s|$tmp/loadtest|target/release/loadtest|" >>"$out/commands.txt"
-    redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" --csv subscribe "$prefix:bus" \
-        >"$out/$name.channel.log" 2>&1 &
-    sub_pid=$!
-    sleep 0.5
-    local calls_before load_before status=0
+    if [[ $CLUSTER_BROKER != cluster ]]; then
+        redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" --csv subscribe "$prefix:bus" \
+            >"$out/$name.channel.log" 2>&1 &
+        sub_pid=$!
+        sleep 0.5
+    fi
+    local calls_before load_before cpu_before status=0
     calls_before=$(publish_calls)
+    cpu_before=$(redis_cpu_ms)
     load_before=$(cut -d' ' -f1-3 /proc/loadavg)
     say "$name: ${cmd[*]}"
     "${cmd[@]}" || status=$?
-    local calls_after load_after
+    local calls_after load_after cpu_after received
     calls_after=$(publish_calls)
+    cpu_after=$(redis_cpu_ms)
+    received=$(bus_received)
     load_after=$(cut -d' ' -f1-3 /proc/loadavg)
-    sleep 0.5
-    kill "$sub_pid" 2>/dev/null || true
-    wait "$sub_pid" 2>/dev/null || true
-    sub_pid=""
-    local on_channel
-    on_channel=$(grep -c '^"message"' "$out/$name.channel.log" || true)
+    local on_channel=null
+    if [[ -n $sub_pid ]]; then
+        sleep 0.5
+        kill "$sub_pid" 2>/dev/null || true
+        wait "$sub_pid" 2>/dev/null || true
+        sub_pid=""
+        on_channel=$(grep -c '^"message"' "$out/$name.channel.log" || true)
+    fi
     jq -n --arg name "$name" --argjson pushes "$pushes" --argjson status "$status" \
         --argjson before "$calls_before" --argjson after "$calls_after" \
         --argjson channel "$on_channel" --arg load_before "$load_before" --arg load_after "$load_after" \
-        --argjson nodes "${#node_pids[@]}" \
-        '{step: $name, nodes: $nodes, exit_status: $status, pushes: $pushes,
+        --argjson nodes "${#node_pids[@]}" --arg broker "$CLUSTER_BROKER" \
+        --arg ports "${redis_ports[*]}" --arg cpu_before "$cpu_before" --arg cpu_after "$cpu_after" \
+        --arg received "$received" \
+        'def nums: [splits(" +") | select(length > 0) | tonumber];
+         ($ports | nums) as $ports | ($cpu_before | nums) as $b | ($cpu_after | nums) as $a
+         | [range(0; $ports | length) | {port: $ports[.], cpu_ms: ($a[.] - $b[.])}] as $redis
+         | ($redis | max_by(.cpu_ms)) as $busiest
+         | {step: $name, broker: $broker, nodes: $nodes, exit_status: $status, pushes: $pushes,
           publish_calls_redis_wide: ($after - $before), messages_on_channel: $channel,
-          publishes_per_push: (if $pushes > 0 then ($channel / $pushes) else null end),
+          publishes_per_push: (if $pushes == 0 then null
+              elif $channel != null then ($channel / $pushes) else (($after - $before) / $pushes) end),
+          redis_cpu: $redis, busiest_redis_cpu_ms: $busiest.cpu_ms,
+          busiest_redis_cpu_per_push_us: (if $pushes > 0 then ($busiest.cpu_ms * 1000 / $pushes) else null end),
+          bus_messages_received_per_node: ($received | nums),
           load_average_before: $load_before, load_average_after: $load_after}' \
         >"$out/$name.redis.json"
-    echo "$name: load average $load_before -> $load_after, PUBLISH calls $((calls_after - calls_before)) (Redis-wide), $on_channel on $prefix:bus, $pushes pushes, exit $status" >>"$out/about.txt"
+    echo "$name: load average $load_before -> $load_after, (S)PUBLISH calls $((calls_after - calls_before)) on the masters, ${on_channel} on $prefix:bus, Redis CPU ms (${redis_ports[*]}): $cpu_before -> $cpu_after, bus messages received per node: $received, $pushes pushes, exit $status" >>"$out/about.txt"
     return "$status"
 }
 
@@ -342,12 +466,14 @@ failover() {
     return "$status"
 }
 
+# personal STEP K RATE [USERS ROUNDS BATCH]: USERS WebSockets on K nodes,
+# ROUNDS personal pushes each, BATCH users per push.
 personal() {
-    local step=$1 k=$2 rate=$3 status=0
+    local step=$1 k=$2 rate=$3 n=${4:-$PERSONAL_N} rounds=${5:-$PERSONAL_ROUNDS} batch=${6:-$PERSONAL_BATCH} status=0
     start_nodes "$step" "$k"
-    local pushes=$(( (PERSONAL_N + PERSONAL_BATCH - 1) / PERSONAL_BATCH * PERSONAL_ROUNDS ))
-    run "$step" "$pushes" "$PERSONAL_N" personal \
-        -n "$PERSONAL_N" -m "$PERSONAL_ROUNDS" --batch "$PERSONAL_BATCH" -r "$rate" \
+    local pushes=$(( (n + batch - 1) / batch * rounds ))
+    run "$step" "$pushes" "$n" personal \
+        -n "$n" -m "$rounds" --batch "$batch" -r "$rate" \
         --ws-url "$(urls 'ws://%s/ws?uid={user}')" \
         --push-url "$(urls 'http://%s/push')" \
         --pid "$(pids)" --check || status=$?
@@ -369,6 +495,7 @@ for step in "${steps[@]}"; do
         personal-3) personal personal-3 3 0 || failed+=("$step") ;;
         personal-1-paced) personal personal-1-paced 1 "$PERSONAL_PACED_RATE" || failed+=("$step") ;;
         personal-3-paced) personal personal-3-paced 3 "$PERSONAL_PACED_RATE" || failed+=("$step") ;;
+        streams-1) personal streams-1 1 0 "$STREAMS_N" "$STREAMS_ROUNDS" 1 || failed+=("$step") ;;
     esac
     # A failed run leaves its nodes up: stop them before the next step.
     stop_nodes
@@ -397,6 +524,14 @@ if (( ${#summary_steps[@]} > 0 )); then
             "\(.results.cpu_per_delivery_us // "-") µs",
             "\(.results.push_rtt.p50_ms) ms",
             .publishes_per_push, .exit_status] | map(tostring) | "| " + join(" | ") + " |"' \
+            "$out/summary.json"
+        echo
+        echo "| step | broker | nodes | pushes | (S)PUBLISH per push | busiest Redis: CPU / per push | Redis CPU per process | bus messages received per node |"
+        echo "| --- | --- | ---: | ---: | ---: | ---: | --- | --- |"
+        jq -r '.[] | [.step, .broker, .nodes, .pushes, .publishes_per_push,
+            "\(.busiest_redis_cpu_ms) ms / \(.busiest_redis_cpu_per_push_us) µs",
+            (.redis_cpu | map("\(.cpu_ms)") | join(" / ")) + " ms",
+            (.bus_messages_received_per_node | map(tostring) | join(" / "))] | map(tostring) | "| " + join(" | ") + " |"' \
             "$out/summary.json"
     } >"$out/summary.md"
     cat "$out/summary.md"

@@ -11,13 +11,14 @@ use crate::auth::api_key::ApiKey;
 use crate::auth::jwks::{Jwks, JwksError};
 use crate::auth::keys::{self, KeyError, PublicKey};
 use crate::auth::origin::{BadOrigin, OriginPolicy};
+use crate::auth::proxy::{ConnectProxy, ProxyError};
 use crate::auth::token::TokenVerifier;
-use crate::bus::{Bus, BusError, MemoryBus, RedisBus};
+use crate::bus::{Bus, BusError, ClusterBus, MemoryBus, RedisBus};
 use crate::clamp;
 use crate::config::{BrokerKind, Config};
 pub use crate::deadlines::CLOSE_GRACE;
 use crate::deadlines::{self, Deadlines};
-use crate::history::Cursor;
+use crate::history::{Cursor, Position};
 use crate::metrics::Counters;
 use crate::protocol::{PublicChannels, Transport, UserId};
 use crate::registry::users::Limits;
@@ -69,6 +70,10 @@ pub enum StartError {
     /// `[auth] jwks_url` needs an async start ([`Gateway::connect`]).
     #[error("auth.jwks_url needs Gateway::connect")]
     JwksNeedsConnect,
+    /// `[auth] connect_proxy_url` cannot be used (a bad URL, no root
+    /// certificates).
+    #[error(transparent)]
+    ConnectProxy(#[from] ProxyError),
 }
 
 /// How long start-up waits for the first fetch of `[auth] jwks_url`
@@ -170,6 +175,9 @@ pub struct Gateway {
     pub(crate) bus: Arc<dyn Bus>,
     /// Client token checks.
     pub tokens: TokenVerifier,
+    /// The site's connect proxy (`[auth] connect_proxy_url`), for clients
+    /// without a token; `None` when unset.
+    pub(crate) connect_proxy: Option<ConnectProxy>,
     /// The backend API key.
     pub api_key: ApiKey,
     /// Which browser origins may connect.
@@ -211,18 +219,21 @@ impl Gateway {
         };
         let tokens = token_verifier_with(&config, public_keys, jwks);
         let parts = Parts::new(&config);
+        // What either Redis bus is built from.
+        let (broker, registry, counters) = (
+            &config.broker,
+            Arc::clone(&parts.registry),
+            parts.counters.clone(),
+        );
+        let (size, ttl_ms) = (config.history.size, clamp::millis(config.history.ttl()));
         let bus: Arc<dyn Bus> = match config.broker.kind {
             BrokerKind::Memory => parts.memory_bus(&config)?,
-            BrokerKind::Redis => Arc::new(
-                RedisBus::connect(
-                    &config.broker,
-                    Arc::clone(&parts.registry),
-                    parts.counters.clone(),
-                    config.history.size,
-                    clamp::millis(config.history.ttl()),
-                )
-                .await?,
-            ),
+            BrokerKind::Redis if config.broker.cluster => {
+                Arc::new(ClusterBus::connect(broker, registry, counters, size, ttl_ms).await?)
+            }
+            BrokerKind::Redis => {
+                Arc::new(RedisBus::connect(broker, registry, counters, size, ttl_ms).await?)
+            }
         };
         Self::assemble(config, parts, bus, tokens)
     }
@@ -242,9 +253,18 @@ impl Gateway {
             parts.counters.clone(),
             &config.session,
         ));
+        let connect_proxy = match &config.auth.connect_proxy_url {
+            Some(url) => Some(ConnectProxy::new(
+                url,
+                &config.auth,
+                config.limits.connection_retry_spread_secs,
+            )?),
+            None => None,
+        };
         Ok(Arc::new(Self {
             deadlines,
             tokens,
+            connect_proxy,
             api_key: ApiKey::new(&config.auth.api_key),
             origins: OriginPolicy::new(&config.auth.allowed_origins)?,
             public_channels: PublicChannels::new(&config.channels.public),
@@ -320,7 +340,7 @@ impl Gateway {
             channels: registry.channels(),
             subscriptions: registry.subscriptions(),
             timer_entries: self.timer.len(),
-            position: self.bus.position(),
+            position: self.bus.position().first(),
         }
     }
 
@@ -340,7 +360,7 @@ impl Gateway {
     /// Forgets a connection: out of the registry (through the bus, so the
     /// position returned covers everything it was sent), its timer entry
     /// freed.
-    pub(crate) fn release(&self, conn: &Conn) -> Cursor {
+    pub(crate) fn release(&self, conn: &Conn) -> Position {
         let position = self.bus.release(conn);
         self.deadlines.forget(conn);
         position

@@ -29,3 +29,42 @@ pub(crate) mod transport;
 pub mod wheel;
 
 pub use server::{Server, run};
+
+/// Where streams live on a Redis Cluster (`[broker] cluster = true`): the
+/// names of a stream's sharded pub/sub channel and history key, for
+/// operators' tools and tests that look inside the cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterLayout(bus::cluster::shards::Shards);
+
+impl ClusterLayout {
+    /// The layout of `[broker] key_prefix` `prefix` with `shards` shards.
+    pub fn new(prefix: &str, shards: usize) -> Self {
+        Self(bus::cluster::shards::Shards::new(prefix, shards))
+    }
+
+    /// The sharded channel of the broadcast stream.
+    pub fn broadcast_channel(&self) -> String {
+        self.0.bus(bus::cluster::shards::StreamName::Broadcast)
+    }
+
+    /// The sharded channel of `user`'s stream.
+    pub fn user_channel(&self, user: &str) -> String {
+        self.0.bus(bus::cluster::shards::StreamName::User(user))
+    }
+
+    /// The sharded channel of channel `name`'s stream.
+    pub fn channel_channel(&self, name: &str) -> String {
+        self.0.bus(bus::cluster::shards::StreamName::Channel(name))
+    }
+
+    /// The history key of `user`'s stream.
+    pub fn user_history(&self, user: &str) -> String {
+        self.0.history(bus::cluster::shards::StreamName::User(user))
+    }
+
+    /// The history key of channel `name`'s stream.
+    pub fn channel_history(&self, name: &str) -> String {
+        self.0
+            .history(bus::cluster::shards::StreamName::Channel(name))
+    }
+}

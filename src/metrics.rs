@@ -35,6 +35,11 @@ pub(crate) mod names {
     pub(crate) const BUS_ERRORS_TOTAL: &str = "pushgate_bus_errors_total";
     /// Counter: times the node lost and renewed its Redis subscription.
     pub(crate) const BUS_RECONNECTS_TOTAL: &str = "pushgate_bus_reconnects_total";
+    /// Counter: messages this node took from the broker (on a Redis
+    /// Cluster, only those of streams someone here is in).
+    pub(crate) const BUS_MESSAGES_RECEIVED_TOTAL: &str = "pushgate_bus_messages_received_total";
+    /// Gauge: streams this node is subscribed to on a Redis Cluster.
+    pub(crate) const BUS_SUBSCRIPTIONS: &str = "pushgate_bus_subscriptions";
     /// Counter, by `code`: API requests refused, by their stable error code.
     pub(crate) const REQUESTS_REFUSED_TOTAL: &str = "pushgate_requests_refused_total";
     /// Counter, by `reason` (ip_limit, ip_rate, node_rate, tls): TCP
@@ -50,6 +55,17 @@ pub(crate) mod names {
     /// Gauge: 1 while the broker is reachable, else 0 (the broker half of
     /// `/readyz`; the memory broker is always 1).
     pub(crate) const BROKER_UP: &str = "pushgate_broker_up";
+    /// Counter, by `result` (allowed, unauthorized, forbidden, error,
+    /// timeout, saturated): clients without a token put to the connect
+    /// proxy (`[auth] connect_proxy_url`), by what became of them.
+    pub(crate) const AUTH_PROXY_REQUESTS_TOTAL: &str = "pushgate_auth_proxy_requests_total";
+    /// Histogram: how long the connect proxy took to answer (or to fail,
+    /// or to time out), in seconds. Saturated requests are not sent and
+    /// not counted here.
+    pub(crate) const AUTH_PROXY_DURATION_SECONDS: &str = "pushgate_auth_proxy_duration_seconds";
+    /// Gauge: requests to the connect proxy in flight now (at most
+    /// `[auth] connect_proxy_concurrency`).
+    pub(crate) const AUTH_PROXY_IN_FLIGHT: &str = "pushgate_auth_proxy_in_flight";
     /// Gauge: the process's resident memory (`VmRSS`), Linux only; the
     /// name Prometheus client libraries use for it.
     pub(crate) const RESIDENT_MEMORY_BYTES: &str = "process_resident_memory_bytes";
@@ -129,6 +145,12 @@ const LATENESS_BUCKETS: &[f64] = &[
     0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.5, 1.0, 5.0,
 ];
 
+/// Connect proxy latency buckets, seconds: a site answering from a
+/// session cache in a millisecond up to the largest timeout allowed.
+const AUTH_PROXY_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
 /// The process-wide Prometheus recorder, installed on first use. One per
 /// process because the `metrics` facade has one global recorder; several
 /// gateways in one test process share it.
@@ -140,7 +162,14 @@ pub(crate) fn recorder() -> &'static PrometheusHandle {
                 metrics_exporter_prometheus::Matcher::Full(names::TIMER_LATENESS_SECONDS.into()),
                 LATENESS_BUCKETS,
             )
-            .expect("lateness buckets are non-empty");
+            .expect("lateness buckets are non-empty")
+            .set_buckets_for_metric(
+                metrics_exporter_prometheus::Matcher::Full(
+                    names::AUTH_PROXY_DURATION_SECONDS.into(),
+                ),
+                AUTH_PROXY_BUCKETS,
+            )
+            .expect("proxy buckets are non-empty");
         let recorder = builder.build_recorder();
         let handle = recorder.handle();
         // Another recorder may be installed already (an embedding
@@ -188,6 +217,14 @@ fn describe() {
         "Times the Redis subscription was lost and renewed."
     );
     describe_counter!(
+        BUS_MESSAGES_RECEIVED_TOTAL,
+        "Messages this node took from the broker."
+    );
+    describe_gauge!(
+        BUS_SUBSCRIPTIONS,
+        "Streams this node is subscribed to on a Redis Cluster."
+    );
+    describe_counter!(
         CONNECTIONS_REFUSED_TOTAL,
         "TCP connections refused before serving, by reason."
     );
@@ -201,6 +238,19 @@ fn describe() {
         "The timing wheel's tick ([timer] tick_ms)."
     );
     describe_gauge!(BROKER_UP, "1 while the broker is reachable, else 0.");
+    describe_counter!(
+        AUTH_PROXY_REQUESTS_TOTAL,
+        "Clients without a token put to the connect proxy, by result."
+    );
+    describe_histogram!(
+        AUTH_PROXY_DURATION_SECONDS,
+        Unit::Seconds,
+        "How long the connect proxy took to answer."
+    );
+    describe_gauge!(
+        AUTH_PROXY_IN_FLIGHT,
+        "Requests to the connect proxy in flight."
+    );
     describe_gauge!(
         RESIDENT_MEMORY_BYTES,
         Unit::Bytes,
@@ -251,6 +301,7 @@ impl Counters {
         // an alert counts the first one too.
         metrics::counter!(names::BUS_ERRORS_TOTAL).increment(0);
         metrics::counter!(names::BUS_RECONNECTS_TOTAL).increment(0);
+        metrics::counter!(names::BUS_MESSAGES_RECEIVED_TOTAL).increment(0);
         Self {
             delivered,
             published_broadcast: metrics::counter!(names::MESSAGES_PUBLISHED_TOTAL, "stream" => "broadcast"),

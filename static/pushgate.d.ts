@@ -27,6 +27,7 @@ export type Frame =
   | { type: 'message'; id: string; cursor: string; stream: 'broadcast' | 'user'; data: unknown }
   | { type: 'message'; id: string; cursor: string; stream: 'channel'; channel: string; data: unknown }
   | { type: 'subscribed' | 'unsubscribed'; channel: string }
+  | { type: 'refreshed'; expires_at: number }
   | { type: 'recover'; complete: boolean; cursor: string }
   | { type: 'reconnect'; reason: ReconnectReason; retry_ms: number; cursor: string }
   | { type: 'close'; reason: CloseReason }
@@ -96,14 +97,29 @@ export interface StorageLike {
 }
 
 export interface Options {
-  /** A fixed client token (JWT). Give this or `getToken`. */
+  /** A fixed client token (JWT). Give this, `getToken` or `cookieAuth`. */
   token?: string;
   /**
    * Called for a token before the first connection, when the current one
    * is about to expire (read from its `exp` claim), after a `token_expired`
-   * close and after a 401.
+   * close and after a 401. On a WebSocket, also shortly before the
+   * token's `exp` (see `refreshRatio`): the new token is sent as a
+   * `refresh` frame and the connection stays up; if the gateway refuses
+   * it, the client reconnects with another fresh token.
    */
   getToken?: () => TokenResult | Promise<TokenResult>;
+  /**
+   * Send no token at all: the gateway asks the site's connect proxy
+   * (`[auth] connect_proxy_url`), which reads the session cookie. Long-poll
+   * sends credentials (`credentials: 'include'`) and SSE opens with
+   * `withCredentials`, so a gateway on another origin gets the cookie too
+   * (its `allowed_origins` must name the page's origin). A 401 stops a
+   * long-poll client (reason `unauthorized`): sign the user in, then
+   * `connect()`. A `token_expired` close (the site's `expires_at`)
+   * reconnects, and the site is asked again. `token` and `getToken` are
+   * ignored. Default false.
+   */
+  cookieAuth?: boolean;
   /**
    * Channels to join besides the token's claim (each in the claim or public
    * on the gateway), sent as `channels=` on every transport. Default none.
@@ -138,6 +154,13 @@ export interface Options {
   pingIntervalMs?: number;
   /** A token expiring within this long is renewed before connecting. Default 5000 ms. */
   tokenMarginMs?: number;
+  /**
+   * WebSocket refresh: a fresh token is sent once this share of the
+   * token's remaining life has passed, plus up to `refreshJitter` more at
+   * random. Defaults 0.8 and 0.1 (between 80 and 90 %); 0 turns it off.
+   */
+  refreshRatio?: number;
+  refreshJitter?: number;
   /** Endpoint paths under the base URL. Default `/ws`, `/poll`, `/sse`. */
   paths?: Partial<Record<TransportName, string>>;
   /** Replacements of globals, for tests. */
@@ -201,7 +224,8 @@ export const STATES: Readonly<{
 export const WS_CLOSE_REASONS: Readonly<Record<number, CloseReason>>;
 export const DEFAULTS: Readonly<Required<Pick<Options,
   'backoffBaseMs' | 'backoffMaxMs' | 'stableMs' | 'connectTimeoutMs' | 'pollTimeoutMs'
-  | 'pollSettleMs' | 'pingIntervalMs' | 'tokenMarginMs' | 'dedupeSize' | 'storageKey'>>>;
+  | 'pollSettleMs' | 'pingIntervalMs' | 'tokenMarginMs' | 'refreshRatio' | 'refreshJitter'
+  | 'dedupeSize' | 'storageKey'>>>;
 
 /** Full-jitter backoff: a uniform random delay in [0, min(maxMs, baseMs * 2^attempt)). */
 export function backoffDelay(attempt: number, baseMs?: number, maxMs?: number, random?: () => number): number;
@@ -245,6 +269,7 @@ export function parseFrame(text: string): Frame | null;
 export type Step =
   | { action: 'message'; id: string | null; cursor: string | null; stream: 'broadcast' | 'user' | 'channel'; channel?: string | null; data: unknown }
   | { action: 'subscribed' | 'unsubscribed'; channel: string }
+  | { action: 'refreshed'; expiresAtMs: number | null }
   | { action: 'recover'; complete: boolean; cursor: string | null }
   | { action: 'reconnect'; reason: string; retryMs: number; cursor: string | null }
   | { action: 'close'; reason: string; then: 'reconnect' | 'renew' | 'stop' }
@@ -260,6 +285,9 @@ export function channelList(names: string[] | null | undefined): string[];
 export function closeAction(reason: string): 'reconnect' | 'renew' | 'stop';
 export function closeReasonOfCode(code: number): CloseReason | null;
 export function tokenExpiryMs(token: string): number | null;
+/** When to refresh a token expiring at `expiryMs`, as a delay from `nowMs`; null: nothing to schedule. */
+export function refreshDelay(nowMs: number, expiryMs: number | null, ratio?: number, jitter?: number,
+  random?: () => number): number | null;
 export function isTokenStale(token: string | null | undefined, nowMs: number, marginMs?: number): boolean;
 export function nextAttempt(args: {
   transports: TransportName[];

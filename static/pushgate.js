@@ -14,6 +14,11 @@
  *     });
  *     client.connect();
  *
+ * On a WebSocket, a token with an `exp` is refreshed in place shortly
+ * before it expires (getToken, then a `refresh` frame). With
+ * `cookieAuth: true` the client sends no token at all: the gateway asks
+ * the site's connect proxy, which reads the session cookie.
+ *
  * The file has two halves. The first is pure logic (backoff, cursor store,
  * dedupe, frame and failure decisions) with no I/O, exported so it can be
  * unit-tested in node. The second is I/O: one small adapter per transport
@@ -71,6 +76,15 @@ export const DEFAULTS = Object.freeze({
   pingIntervalMs: 20000,
   /** A token expiring within this long is renewed before connecting. */
   tokenMarginMs: 5000,
+  /**
+   * On a WebSocket, a fresh token is asked for and sent (`refresh` frame)
+   * once this share of the token's remaining life has passed, plus up to
+   * `refreshJitter` more at random (0.8 and 0.1: between 80 and 90 %).
+   * 0 turns refresh off.
+   */
+  refreshRatio: 0.8,
+  /** The random share added to `refreshRatio`, so a crowd does not refresh together. */
+  refreshJitter: 0.1,
   /** Message ids remembered for dedupe (a count, not ms). */
   dedupeSize: 1000,
   /** The sessionStorage key the cursor is kept under. */
@@ -279,6 +293,7 @@ export function closeReasonOfCode(code) {
  * - `{action:'message', id, cursor, stream, data}`, with `channel` when
  *   `stream` is `'channel'`
  * - `{action:'subscribed'|'unsubscribed', channel}` (answers on a WebSocket)
+ * - `{action:'refreshed', expiresAtMs}` (a `refresh` frame was taken)
  * - `{action:'recover', complete, cursor}`
  * - `{action:'reconnect', reason, retryMs, cursor}`
  * - `{action:'close', reason, then}` where `then` is `closeAction(reason)`
@@ -304,6 +319,11 @@ export function classifyFrame(frame) {
     case 'subscribed':
     case 'unsubscribed':
       return { action: frame.type, channel: String(frame.channel ?? '') };
+    case 'refreshed':
+      return {
+        action: 'refreshed',
+        expiresAtMs: Number.isFinite(frame.expires_at) ? frame.expires_at * 1000 : null,
+      };
     case 'recover':
       return {
         action: 'recover',
@@ -332,6 +352,9 @@ export function classifyFrame(frame) {
       return { action: 'ignore' };
   }
 }
+
+/** The codes of an `error` frame that refuses a `refresh` frame. */
+const REFRESH_ERRORS = ['bad_token', 'wrong_user'];
 
 /** The streams a message can belong to. */
 const STREAMS = ['broadcast', 'user', 'channel'];
@@ -369,6 +392,21 @@ export function tokenExpiryMs(token) {
   } catch {
     return null;
   }
+}
+
+/**
+ * When to refresh a token that expires at `expiryMs`, as a delay from
+ * `nowMs`: `ratio` of its remaining life plus up to `jitter` more at
+ * random. null when there is nothing to schedule (no expiry, already
+ * expired, refresh off).
+ */
+export function refreshDelay(nowMs, expiryMs, ratio = DEFAULTS.refreshRatio,
+  jitter = DEFAULTS.refreshJitter, random = Math.random) {
+  if (!Number.isFinite(expiryMs) || !(ratio > 0)) return null;
+  const remaining = expiryMs - nowMs;
+  if (remaining <= 0) return null;
+  const share = Math.min(ratio + Math.max(0, jitter) * random(), 1);
+  return Math.floor(remaining * share);
 }
 
 /** Whether `token` is missing, or known to expire within `marginMs` of `nowMs`. */
@@ -524,11 +562,14 @@ function openPoll(url, on, env, opts, alreadyUp) {
   (async () => {
     let response;
     try {
-      response = await env.fetch(url, {
+      const init = {
         signal: abort.signal,
         cache: 'no-store',
         headers: { Accept: 'application/json' },
-      });
+      };
+      // The session cookie goes along to a gateway on another origin.
+      if (opts.cookieAuth) init.credentials = 'include';
+      response = await env.fetch(url, init);
     } catch (error) {
       end({ established, error: String(error?.message ?? error) });
       return;
@@ -578,7 +619,8 @@ function openPoll(url, on, env, opts, alreadyUp) {
  * fallback rules as the other transports).
  */
 function openSse(url, on, env, opts) {
-  const source = new env.EventSource(url);
+  const source = opts.cookieAuth ? new env.EventSource(url, { withCredentials: true })
+    : new env.EventSource(url);
   let established = false;
   let stopped = false;
   const giveUp = env.setTimeout(() => end({ established, error: 'connect timeout' }),
@@ -633,14 +675,15 @@ function resolveOptions(options) {
     || new Set(transports).size !== transports.length) {
     throw new TypeError(`transports: a non-empty list of distinct ${TRANSPORTS.join('/')}, got ${JSON.stringify(transports)}`);
   }
-  if (!options.token && typeof options.getToken !== 'function') {
-    throw new TypeError('pass a token or a getToken function');
+  if (!options.cookieAuth && !options.token && typeof options.getToken !== 'function') {
+    throw new TypeError('pass a token, a getToken function or cookieAuth: true');
   }
   const opts = { ...DEFAULTS };
   for (const key of Object.keys(DEFAULTS)) {
     if (options[key] !== undefined) opts[key] = options[key];
   }
   opts.transports = [...transports];
+  opts.cookieAuth = options.cookieAuth === true;
   opts.paths = { ws: '/ws', poll: '/poll', sse: '/sse', ...options.paths };
   opts.channels = channelList(options.channels);
   return opts;
@@ -687,8 +730,12 @@ export class Pushgate {
       now: e.now ?? (() => Date.now()),
       random: e.random ?? Math.random,
     };
-    this.getToken = typeof options.getToken === 'function' ? options.getToken : null;
-    this.token = options.token ?? null;
+    this.cookieAuth = this.options.cookieAuth;
+    this.getToken = !this.cookieAuth && typeof options.getToken === 'function' ? options.getToken : null;
+    this.token = this.cookieAuth ? null : options.token ?? null;
+    this.refreshTimer = null;
+    /** Whether a `refresh` frame awaits its answer. */
+    this.refreshing = false;
     this.cursors = new CursorStore(options.storage === undefined ? defaultStorage() : options.storage,
       this.options.storageKey);
     this.seen = options.seen ?? new RecentIds(this.options.dedupeSize);
@@ -851,11 +898,14 @@ export class Pushgate {
     }
   }
 
-  /** Drops the current connection and any pending retry. */
+  /** Drops the current connection and any pending retry or refresh. */
   teardown() {
     this.generation += 1;
     this.env.clearTimeout(this.retryTimer);
     this.retryTimer = null;
+    this.env.clearTimeout(this.refreshTimer);
+    this.refreshTimer = null;
+    this.refreshing = false;
     this.conn?.stop();
     this.conn = null;
   }
@@ -884,11 +934,62 @@ export class Pushgate {
   async currentToken() {
     if (!isTokenStale(this.token, this.env.now(), this.options.tokenMarginMs)) return this.token;
     if (!this.getToken) return this.token;
+    return this.freshToken();
+  }
+
+  /** A new token from getToken, kept for the next connection too. */
+  async freshToken() {
     const got = await this.getToken();
     const token = typeof got === 'string' ? got : got?.token;
     if (typeof token !== 'string' || token === '') throw new Error('getToken returned no token');
     this.token = token;
     return token;
+  }
+
+  /**
+   * Arms the in-place refresh of the WebSocket's token, due at
+   * `refreshRatio` (plus jitter) of the life left before `expiryMs`.
+   */
+  scheduleRefresh(expiryMs) {
+    this.env.clearTimeout(this.refreshTimer);
+    this.refreshTimer = null;
+    if (!this.getToken || this.transport !== 'ws') return;
+    const delay = refreshDelay(this.env.now(), expiryMs, this.options.refreshRatio,
+      this.options.refreshJitter, this.env.random);
+    if (delay === null) return;
+    const generation = this.generation;
+    this.refreshTimer = this.env.setTimeout(() => {
+      this.refreshTimer = null;
+      if (generation === this.generation) this.refresh(generation);
+    }, delay);
+  }
+
+  /** Gets a fresh token and sends it on the WebSocket as a `refresh` frame. */
+  async refresh(generation) {
+    let token;
+    try {
+      token = await this.freshToken();
+    } catch (error) {
+      // The connection goes on; its token_expired close renews the token.
+      if (generation === this.generation) {
+        this.emit('error', { code: 'token', message: String(error?.message ?? error) });
+      }
+      return;
+    }
+    if (generation !== this.generation || !this.conn?.send) return;
+    this.refreshing = true;
+    this.conn.send(JSON.stringify({ type: 'refresh', token }));
+  }
+
+  /**
+   * The gateway refused a `refresh`: reconnect with a fresh token (a
+   * connect may succeed where the refresh did not, for example with a
+   * key the gateway fetches only on connect). The cursor resumes it.
+   */
+  refreshRefused() {
+    this.refreshing = false;
+    this.token = null;
+    this.attempt();
   }
 
   async attempt() {
@@ -909,7 +1010,7 @@ export class Pushgate {
       return;
     }
     if (generation !== this.generation) return;
-    if (!token) {
+    if (!token && !this.cookieAuth) {
       this.finish('token_expired');
       return;
     }
@@ -932,6 +1033,7 @@ export class Pushgate {
   }
 
   onOpen() {
+    if (this.transport === 'ws' && this.token) this.scheduleRefresh(tokenExpiryMs(this.token));
     this.proven.add(this.transport);
     if (!this.up) this.openedAt = this.env.now();
     this.up = true;
@@ -958,6 +1060,10 @@ export class Pushgate {
       case 'unsubscribed':
         if (this.pending.get(step.channel)?.op === step.action.slice(0, -1)) this.settle(step.channel, null);
         break;
+      case 'refreshed':
+        this.refreshing = false;
+        this.scheduleRefresh(step.expiresAtMs ?? tokenExpiryMs(this.token));
+        break;
       case 'recover':
         this.cursors.set(step.cursor);
         this.emit('recover', { complete: step.complete, cursor: step.cursor });
@@ -980,6 +1086,8 @@ export class Pushgate {
           this.refuse(step.channel, step.code, step.message);
         }
         this.emit('error', { code: step.code, message: step.message, ...(step.channel !== undefined ? { channel: step.channel } : {}) });
+        // The answer to our `refresh` frame (`bad_token`, `wrong_user`).
+        if (this.refreshing && REFRESH_ERRORS.includes(step.code)) this.refreshRefused();
         break;
       default:
         break;
@@ -993,7 +1101,9 @@ export class Pushgate {
       this.finish(reason);
       return;
     }
-    if (then === 'renew') {
+    if (then === 'renew' && !this.cookieAuth) {
+      // With cookieAuth the site's answer expired, not a token: coming
+      // back asks the site again, from the cookie.
       if (!this.getToken) {
         this.finish(reason);
         return;

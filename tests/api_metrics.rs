@@ -1,8 +1,8 @@
 //! `/metrics` as Prometheus scrapes it: every series PROTOCOL.md names,
 //! values that follow traffic, and the optional separate listener.
 //!
-//! The recorder is process-wide and tests in this file run in parallel, so
-//! counters are compared as "at least this much more", never exactly. The
+//! The recorder is process-wide: the tests in this file take turns (the
+//! `COUNTERS` lock), so a counter grows by exactly what the test did. The
 //! gauges, set from one gateway's state at scrape time, are checked in
 //! `api_metrics_gauges.rs`, a process with a single gateway.
 
@@ -16,6 +16,9 @@ use serde_json::json;
 use support::{Gateway, config, next_json, raw_http, raw_status};
 
 const WAIT: Duration = Duration::from_secs(10);
+
+/// Held by every test here: one at a time touches the process's counters.
+static COUNTERS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The value of the sample `series` (name and labels exactly as rendered,
 /// such as `pushgate_connections{transport="ws"}`), if present.
@@ -34,6 +37,7 @@ fn required(text: &str, series: &str) -> f64 {
 
 #[tokio::test]
 async fn metrics_lists_every_series_the_protocol_requires() {
+    let _turn = COUNTERS.lock().await;
     let gw = Gateway::default().await;
     let resp = gw.request(Method::GET, "/metrics", &[], Bytes::new()).await;
     assert_eq!(resp.status, 200);
@@ -87,6 +91,7 @@ async fn metrics_lists_every_series_the_protocol_requires() {
 
 #[tokio::test]
 async fn published_and_delivered_counters_grow_with_a_broadcast() {
+    let _turn = COUNTERS.lock().await;
     let gw = Gateway::default().await;
     let mut alice = gw.connect("alice").await;
     let before = gw.metrics().await;
@@ -96,18 +101,21 @@ async fn published_and_delivered_counters_grow_with_a_broadcast() {
     assert_eq!(resp.status, 202);
     assert_eq!(next_json(&mut alice, WAIT).await["data"], "counted");
     let after = gw.metrics().await;
-    assert!(
-        required(&after, published) >= required(&before, published) + 1.0,
-        "published did not grow:\n{after}"
+    assert_eq!(
+        required(&after, published),
+        required(&before, published) + 1.0,
+        "published grew by one:\n{after}"
     );
-    assert!(
-        required(&after, delivered) >= required(&before, delivered) + 1.0,
-        "delivered did not grow:\n{after}"
+    assert_eq!(
+        required(&after, delivered),
+        required(&before, delivered) + 1.0,
+        "delivered grew by one:\n{after}"
     );
 }
 
 #[tokio::test]
 async fn personal_pushes_count_on_the_user_stream() {
+    let _turn = COUNTERS.lock().await;
     let gw = Gateway::default().await;
     let mut bob = gw.connect("bob").await;
     let series = r#"pushgate_messages_published_total{stream="user"}"#;
@@ -116,11 +124,12 @@ async fn personal_pushes_count_on_the_user_stream() {
     assert_eq!(resp.status, 202);
     assert_eq!(next_json(&mut bob, WAIT).await["data"], "mine");
     let after = required(&gw.metrics().await, series);
-    assert!(after >= before + 1.0, "{before} -> {after}");
+    assert_eq!(after, before + 1.0, "{before} -> {after}");
 }
 
 #[tokio::test]
 async fn separate_metrics_listener_serves_metrics_and_the_main_listener_does_not() {
+    let _turn = COUNTERS.lock().await;
     let mut c = config();
     c.metrics.listen = Some("127.0.0.1:0".into());
     let (gw, metrics_addr) = Gateway::start_with_metrics_addr(c).await;

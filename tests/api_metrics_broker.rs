@@ -56,6 +56,7 @@ async fn broker_series_follow_a_redis_outage() {
     assert_eq!(sample(&down, "pushgate_max_connections"), 19_000.0);
     let refused = gw.push(&json!({"to": "*", "data": "lost"})).await;
     assert_eq!(refused.status, 503, "{:?}", refused.body);
+    assert_eq!(refused.error_code(), "unavailable");
     let after_push = gw.metrics().await;
     assert!(
         sample(&after_push, "pushgate_bus_errors_total") > errors,

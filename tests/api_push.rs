@@ -318,11 +318,18 @@ async fn pushes_over_push_rate_per_sec_are_429_with_retry_after() {
     }
     // Once the rate allows a marker through, exactly the accepted pushes
     // came before it: the refused ones delivered nothing.
+    // At 2/s a token comes back within a second; WAIT is ten of them.
+    let deadline = tokio::time::Instant::now() + WAIT;
     let marker = loop {
         let resp = gw.push(&json!({"to": "*", "data": "marker"})).await;
         if resp.status == 202 {
             break resp.json()["id"].clone();
         }
+        assert_error(&resp, 429, "rate_limited", "the marker while limited");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the rate let no push through within {WAIT:?}"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     for _ in 0..accepted {

@@ -2,111 +2,24 @@
 //! address from the environment and exits 0 on SIGTERM or SIGINT, within
 //! the drain timeout.
 
-use std::net::{SocketAddr, TcpListener};
-use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
+mod support;
+
+use std::io::BufRead;
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use pushgate::auth::token;
 use pushgate::config::{Config, SHIPPED_DEV_SECRET};
 use pushgate::protocol::UserId;
+use support::process::{Process, ROOT};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-
-/// A running `pushgate` process, killed if a test fails midway.
-struct Process {
-    child: Child,
-    addr: SocketAddr,
-    log: PathBuf,
-}
-
-impl Process {
-    /// Starts `pushgate <args>` in the repository root on a free loopback
-    /// port given by `PUSHGATE_SERVER_LISTEN`, plus `env`.
-    fn start(name: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
-        // A port the kernel just handed out and released: free for now.
-        let addr = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port");
-        let log = std::env::temp_dir().join(format!(
-            "pushgate-cli-serve-{}-{name}.log",
-            std::process::id()
-        ));
-        let out = std::fs::File::create(&log).expect("log file");
-        let err = out.try_clone().expect("log file");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_pushgate"));
-        cmd.args(args).current_dir(ROOT);
-        for (var, _) in std::env::vars_os() {
-            if var.to_string_lossy().starts_with("PUSHGATE_") {
-                cmd.env_remove(var);
-            }
-        }
-        cmd.env("PUSHGATE_SERVER_LISTEN", addr.to_string())
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err);
-        let child = cmd.spawn().expect("pushgate starts");
-        Self { child, addr, log }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Waits until `/healthz` answers 200.
-    async fn wait_healthy(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                panic!("pushgate exited early ({status}):\n{}", self.log());
-            }
-            if let Ok(answer) = get(self.addr, "/healthz").await {
-                assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-                return;
-            }
-            assert!(Instant::now() < deadline, "never healthy:\n{}", self.log());
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    /// Sends `signal` (`TERM`, `INT`) with kill(1).
-    fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .args([format!("-{signal}"), self.child.id().to_string()])
-            .status()
-            .expect("kill runs");
-        assert!(status.success(), "kill -{signal} failed");
-    }
-
-    /// Waits up to `limit` for the process to exit.
-    async fn wait_exit(&mut self, limit: Duration) -> (ExitStatus, Duration) {
-        let started = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return (status, started.elapsed());
-            }
-            assert!(
-                started.elapsed() < limit,
-                "still running after {limit:?}:\n{}",
-                self.log()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_file(&self.log);
-    }
-}
+/// How long the process may take to answer at all.
+const WAIT: Duration = Duration::from_secs(30);
 
 /// `GET path` on a new connection; the whole answer.
 async fn get(addr: SocketAddr, path: &str) -> std::io::Result<String> {
@@ -132,8 +45,8 @@ async fn serve_answers_healthz_and_exits_0_on_sigterm_within_drain_timeout() {
     assert!(ready.starts_with("HTTP/1.1 200"), "{ready}");
     gw.signal("TERM");
     let limit = shipped_drain_timeout() + Duration::from_secs(5);
-    let (status, _) = gw.wait_exit(limit).await;
-    assert_eq!(status.code(), Some(0), "{status}:\n{}", gw.log());
+    let status = gw.wait_exit(limit).await;
+    assert_eq!(status.code(), Some(0), "{status}:\n{}", gw.stdout());
 }
 
 #[tokio::test]
@@ -169,9 +82,8 @@ async fn serve_subcommand_drains_a_connected_client_and_exits_0_on_sigint() {
     assert_eq!(frame["reason"], "draining", "{frame}");
     // The client stays silent (it does not answer the close), so the
     // process waits out the drain timeout and then exits 0.
-    let (status, took) = gw.wait_exit(drain + Duration::from_secs(5)).await;
-    assert_eq!(status.code(), Some(0), "{status}:\n{}", gw.log());
-    assert!(took < drain + Duration::from_secs(5));
+    let status = gw.wait_exit(drain + Duration::from_secs(5)).await;
+    assert_eq!(status.code(), Some(0), "{status}:\n{}", gw.stdout());
     drop(ws);
 }
 
@@ -195,21 +107,38 @@ fn run_piped(args: &[&str], env: &[(&str, &str)]) -> std::process::Child {
 
 #[tokio::test]
 async fn logs_written_to_a_pipe_carry_no_terminal_colour_codes() {
-    let addr = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port");
-    let child = run_piped(
+    let mut child = run_piped(
         &["--config", "config.toml"],
         &[
-            ("PUSHGATE_SERVER_LISTEN", &addr.to_string()),
+            ("PUSHGATE_SERVER_LISTEN", "127.0.0.1:0"),
             ("PUSHGATE_SERVER_DRAIN_TIMEOUT_SECS", "1"),
             ("PUSHGATE_SERVER_DRAIN_SPREAD_SECS", "0"),
         ],
     );
     let pid = child.id().to_string();
+    // Read stdout as it comes: the `listening` line names the port the
+    // kernel gave the gateway's own listener.
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        let mut lines = std::io::BufReader::new(stdout);
+        let mut line = Vec::new();
+        while lines.read_until(b'\n', &mut line).expect("read stdout") > 0 {
+            if let Some(addr) = listening_addr(&String::from_utf8_lossy(&line)) {
+                let _ = addr_tx.send(addr);
+            }
+            all.append(&mut line);
+        }
+        all
+    });
+    let addr = tokio::task::spawn_blocking(move || addr_rx.recv_timeout(WAIT))
+        .await
+        .expect("join")
+        .expect("a listening line within 30 s");
     let started = Instant::now();
     while get(addr, "/healthz").await.is_err() {
-        assert!(started.elapsed() < Duration::from_secs(30), "never healthy");
+        assert!(started.elapsed() < WAIT, "never healthy");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let status = Command::new("kill")
@@ -217,20 +146,34 @@ async fn logs_written_to_a_pipe_carry_no_terminal_colour_codes() {
         .status()
         .expect("kill runs");
     assert!(status.success());
-    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
-        .await
-        .expect("join")
-        .expect("output");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let out = tokio::time::timeout(
+        WAIT,
+        tokio::task::spawn_blocking(move || child.wait_with_output()),
+    )
+    .await
+    .expect("exits in time")
+    .expect("join")
+    .expect("output");
+    let stdout = reader.join().expect("stdout read");
+    let text = String::from_utf8_lossy(&stdout);
     assert!(
-        stdout.contains("listening"),
-        "the logs are on stdout:\n{stdout}"
+        text.contains("listening"),
+        "the logs are on stdout:\n{text}"
     );
-    assert!(
-        !out.stdout.contains(&0x1b),
-        "ESC in piped logs:\n{stdout:?}"
-    );
+    assert!(!stdout.contains(&0x1b), "ESC in piped logs:\n{text:?}");
     assert!(!out.stderr.contains(&0x1b), "ESC on stderr");
+}
+
+/// The address of a text `listening` log line (`… listening addr=IP:PORT …`).
+fn listening_addr(line: &str) -> Option<SocketAddr> {
+    if !line.contains("listening") {
+        return None;
+    }
+    let tail = &line[line.find("addr=")? + "addr=".len()..];
+    let end = tail
+        .find(|c: char| c.is_whitespace() || c == ',')
+        .unwrap_or(tail.len());
+    tail[..end].parse().ok()
 }
 
 #[tokio::test]

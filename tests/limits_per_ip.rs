@@ -33,10 +33,20 @@ struct Running {
     _stop: oneshot::Sender<()>,
 }
 
+/// The refusal counters are process-wide (one metrics recorder per test
+/// binary): a test that refuses connections for a reason holds that
+/// reason's lock, so a test reading the counter sees only its own refusals.
+static IP_LIMIT_SERIES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn start(max_per_ip: usize, rate_per_ip: u32) -> Running {
     let mut config: Config = config();
     config.limits.max_connections_per_ip = max_per_ip;
     config.limits.connection_rate_per_ip = rate_per_ip;
+    start_with(config).await
+}
+
+/// Starts `config` with a metrics listener added.
+async fn start_with(mut config: Config) -> Running {
     config.metrics.listen = Some("127.0.0.1:0".into());
     config.validate().expect("valid");
     let server = pushgate::Server::bind(config).await.expect("bind");
@@ -105,6 +115,7 @@ async fn open_sse(addr: SocketAddr, user: &str) -> TcpStream {
 
 #[tokio::test]
 async fn a_connection_past_the_per_ip_limit_gets_503_ip_limit() {
+    let _series = IP_LIMIT_SERIES.lock().await;
     let gw = start(2, 0).await;
     let before = gw.refused_total("ip_limit").await;
     let held = [
@@ -119,7 +130,7 @@ async fn a_connection_past_the_per_ip_limit_gets_503_ip_limit() {
     let retry = IP_LIMIT_RETRY_AFTER_SECS.to_string();
     assert_eq!(header(&answer, "retry-after"), Some(retry.as_str()));
     assert_eq!(header(&answer, "content-type"), Some("application/json"));
-    assert!(gw.refused_total("ip_limit").await > before);
+    assert_eq!(gw.refused_total("ip_limit").await, before + 1.0);
 
     drop(held);
     gw.open_is(0).await;
@@ -129,17 +140,24 @@ async fn a_connection_past_the_per_ip_limit_gets_503_ip_limit() {
 
 #[tokio::test]
 async fn websockets_and_sse_streams_count_until_they_close() {
+    let _series = IP_LIMIT_SERIES.lock().await;
     let gw = start(2, 0).await;
     let ws = support::Gateway::attach(gw.addr).connect("alice").await;
     let sse = open_sse(gw.addr, "bob").await;
     gw.open_is(2).await;
-    assert_eq!(raw_status(&raw_http(gw.addr, HEALTHZ).await), 503);
+    let answer = raw_http(gw.addr, HEALTHZ).await;
+    assert_eq!(raw_status(&answer), 503, "{answer}");
+    assert_eq!(body_json(&answer)["error"]["code"], "ip_limit", "{answer}");
 
     let handle = support::Gateway::attach(gw.addr);
     let query = format!("token={}", token("carol", 60));
     match handle.try_connect(&query, &[]).await {
         Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
             assert_eq!(resp.status(), 503);
+            let body = resp.body().as_deref().unwrap_or_default();
+            let json: serde_json::Value = serde_json::from_slice(body)
+                .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", String::from_utf8_lossy(body)));
+            assert_eq!(json["error"]["code"], "ip_limit", "{json}");
         }
         other => panic!("expected a 503 handshake answer, got {other:?}"),
     }
@@ -166,28 +184,43 @@ async fn connections_faster_than_the_per_ip_rate_get_503_ip_limit() {
     let message = error["message"].as_str().expect("message");
     assert!(message.contains("too fast"), "{message}");
     assert_eq!(header(&answer, "retry-after"), Some("1"));
-    assert!(gw.refused_total("ip_rate").await > before);
+    assert_eq!(gw.refused_total("ip_rate").await, before + 1.0);
 
     // One connection's worth of rate comes back every half second.
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    assert_eq!(raw_status(&raw_http(gw.addr, HEALTHZ).await), 200);
+    let addr = gw.addr;
+    eventually(
+        WAIT,
+        "the rate admits a connection again",
+        move || async move { raw_status(&raw_http(addr, HEALTHZ).await) == 200 },
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn a_flood_of_refused_connections_is_closed_without_an_answer() {
+    let _series = IP_LIMIT_SERIES.lock().await;
     let mut config = config();
     config.limits.max_connections_per_ip = 1;
     config.limits.connection_rate_per_ip = 0;
     config.server.header_timeout_secs = 5;
-    let gw = support::Gateway::start(config).await;
+    let gw = start_with(config).await;
+    let before = gw.refused_total("ip_limit").await;
     let _held = TcpStream::connect(gw.addr).await.expect("held");
+    gw.open_is(1).await;
     // Refused and silent: each holds an answering slot until it sends a
     // request or the refusal's header timeout passes.
     let mut silent = Vec::new();
     for _ in 0..REFUSALS_IN_FLIGHT {
         silent.push(TcpStream::connect(gw.addr).await.expect("connect"));
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while gw.refused_total("ip_limit").await < before + REFUSALS_IN_FLIGHT as f64 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the silent connections were not all refused within {WAIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 
     let answer = raw_http(gw.addr, HEALTHZ).await;
     assert_eq!(answer, "", "closed at once, nothing answered");
@@ -196,7 +229,8 @@ async fn a_flood_of_refused_connections_is_closed_without_an_answer() {
     drop(silent);
     let addr = gw.addr;
     eventually(WAIT, "refusals answered again", move || async move {
-        raw_http(addr, HEALTHZ).await.starts_with("HTTP/1.1 503")
+        let answer = raw_http(addr, HEALTHZ).await;
+        answer.starts_with("HTTP/1.1 503") && answer.contains(r#""code":"ip_limit""#)
     })
     .await;
 }

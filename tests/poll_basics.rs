@@ -10,7 +10,11 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::Method;
 use serde_json::json;
+use support::ws::eventually;
 use support::{Gateway, token};
+
+/// How long any wait in these tests may take before it fails.
+const WAIT: Duration = Duration::from_secs(10);
 
 fn poll_path(user: &str, cursor: Option<&str>) -> String {
     let mut path = format!("/poll?token={}", token(user, 3600));
@@ -31,16 +35,20 @@ async fn parked_poll_is_answered_by_a_push() {
             gw2.request(Method::GET, &path, &[], Bytes::new()).await
         })
     };
-    while gw.state.inspect().connections == 0 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    eventually(WAIT, "the poll is parked", || async {
+        gw.state.inspect().connections == 1
+    })
+    .await;
     assert_eq!(
         gw.push(&json!({"to": ["alice"], "data": {"x": 1}}))
             .await
             .status,
         202
     );
-    let resp = polling.await.unwrap();
+    let resp = tokio::time::timeout(WAIT, polling)
+        .await
+        .expect("the parked poll is answered in time")
+        .expect("no panic");
     assert_eq!(resp.status, 200);
     let frames = resp.json();
     assert_eq!(frames.as_array().unwrap().len(), 1, "{frames}");
@@ -81,9 +89,12 @@ async fn poll_times_out_with_reconnect_and_the_session_is_reused() {
         key = now;
         assert_eq!(gw.state.inspect().users, 1);
     }
-    // No poll for longer than session_ttl: the session goes.
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    assert_eq!(gw.state.inspect().users, 0);
+    // No poll for longer than session_ttl: the session goes (exactly when
+    // is decided by `deadlines::decide::session`, tested there).
+    eventually(WAIT, "the idle session is evicted", || async {
+        gw.state.inspect().users == 0
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -96,17 +107,22 @@ async fn sse_stream_carries_frames_as_events() {
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.headers()["content-type"], "text/event-stream");
     let mut body = resp.into_body();
-    while gw.state.inspect().connections == 0 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    gw.push(&json!({"to": "*", "data": "hello"})).await;
+    eventually(WAIT, "the stream is open", || async {
+        gw.state.inspect().connections == 1
+    })
+    .await;
+    assert_eq!(
+        gw.push(&json!({"to": "*", "data": "hello"})).await.status,
+        202
+    );
     let mut text = String::new();
+    let deadline = tokio::time::Instant::now() + WAIT;
     while !text.contains("event: message") {
-        let frame = tokio::time::timeout(Duration::from_secs(5), body.frame())
+        let frame = tokio::time::timeout_at(deadline, body.frame())
             .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
+            .unwrap_or_else(|_| panic!("no message event within {WAIT:?}: {text:?}"))
+            .expect("stream open")
+            .expect("no body error");
         if let Ok(data) = frame.into_data() {
             text.push_str(std::str::from_utf8(&data).unwrap());
         }

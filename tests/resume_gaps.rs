@@ -1,6 +1,7 @@
 //! Cursors history cannot cover: a gap past `[history] size` and a cursor
 //! of another epoch (a restarted gateway) both get `recover` with
-//! `complete: false` and then go on live, over every transport. A cursor
+//! `complete: false` and then go on live, over every transport, as does a
+//! cursor of another broker layout (another number of shards). A cursor
 //! pushgate could not have issued is `400 bad_cursor` on every transport.
 
 mod support;
@@ -129,6 +130,24 @@ async fn a_cursor_from_a_restarted_gateway_gets_recover_incomplete_then_live_mes
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cursor_of_another_broker_layout_gets_recover_incomplete_then_live_messages() {
+    // One position per shard of a Redis Cluster (here 3), handed to a
+    // gateway of one sequence: well-formed, issued by another layout (a
+    // deployment that moved between one Redis and a cluster).
+    let gw = Gateway::start(config()).await;
+    let now = cursor_of(&push(&gw, json!({"to": "*", "data": "here"})).await);
+    let epoch = now.split_once('-').unwrap().0;
+    let foreign = format!("{epoch}-1.{epoch}-1.{epoch}-1");
+    for transport in RESUMABLE {
+        let user = format!("moved-{}", transport.as_str());
+        let (frames, client) = resume(&gw, transport, &user, &foreign, 1, WAIT).await;
+        assert_eq!(frames[0]["type"], "recover", "{transport:?}: {frames:?}");
+        assert_eq!(frames[0]["complete"], false, "{transport:?}: {frames:?}");
+        goes_on_live(&gw, transport, &user, &frames, client).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cursor_pushgate_could_not_have_issued_is_400_bad_cursor_on_every_transport() {
     let gw = Gateway::start(config()).await;
     let token = support::token("ivy", 3600);
@@ -175,8 +194,13 @@ async fn a_cursor_whose_messages_aged_out_of_history_gets_recover_incomplete() {
     let gw = Gateway::start(c).await;
     let start = cursor_of(&push(&gw, json!({"to": "*", "data": "seen"})).await);
     push(&gw, json!({"to": "*", "data": "aged out"})).await;
-    // Past the age limit and at least one history sweep (every second).
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // Past the age limit and a history sweep (every second): a probe's
+    // resume from `start` finds the gap.
+    let probe = poll_path("probe", Some(&start));
+    support::ws::eventually(WAIT, "the history sweep drops the aged message", || async {
+        poll_frames(&get(gw.addr, &probe, &[]).await)[0]["complete"] == false
+    })
+    .await;
     for transport in RESUMABLE {
         let user = format!("old-{}", transport.as_str());
         let (frames, client) = resume(&gw, transport, &user, &start, 1, WAIT).await;

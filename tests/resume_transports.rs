@@ -224,7 +224,15 @@ async fn consume(gw: &Gateway, transport: Transport, user: &str, start: String) 
     match transport {
         Transport::Poll => {
             let mut cursor = start;
+            // Each poll answers at once while messages wait; a whole
+            // minute is far beyond any run.
+            let limit = 6 * WAIT;
+            let deadline = tokio::time::Instant::now() + limit;
             loop {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "{user}: no end message within {limit:?}, got {got:?}"
+                );
                 let path = poll_path(user, Some(&cursor));
                 let frames = poll_frames(&support::browser::get(gw.addr, &path, &[]).await);
                 for frame in &frames {

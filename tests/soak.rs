@@ -323,10 +323,20 @@ async fn soak(plan: Plan) {
             sleep(Duration::from_millis(10)).await;
         }
     }
-    let ledger = publisher.await.expect("publisher");
+    // Every task ends within two minutes of the publishing time, or the
+    // soak fails naming what hung.
+    let deadline = Instant::now() + plan.publish_for + Duration::from_secs(120);
+    let ledger = tokio::time::timeout_at(deadline, publisher)
+        .await
+        .expect("the publisher ended in time")
+        .expect("publisher");
     let mut clients = Vec::with_capacity(tasks.len());
-    for task in tasks {
-        clients.push(task.await.expect("client task"));
+    for (i, task) in tasks.into_iter().enumerate() {
+        let client = tokio::time::timeout_at(deadline, task)
+            .await
+            .unwrap_or_else(|_| panic!("client {i} did not end in time"))
+            .expect("client task");
+        clients.push(client);
     }
 
     // Every connection released, every poll session expired.

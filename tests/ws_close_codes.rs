@@ -26,6 +26,11 @@ fn short_timeouts() -> Config {
     c
 }
 
+/// The eviction counters are process-wide (one metrics recorder per test
+/// binary): the tests that evict for idleness take turns, so one reading
+/// the idle counter sees only its own eviction.
+static IDLE_SERIES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn evictions(gw: &Gateway, reason: &str) -> f64 {
     let series = format!("pushgate_evictions_total{{reason=\"{reason}\"}}");
     metric(&gw.metrics().await, &series).unwrap_or(0.0)
@@ -33,11 +38,16 @@ async fn evictions(gw: &Gateway, reason: &str) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_that_never_reads_gets_close_idle_then_4001() {
+    let _series = IDLE_SERIES.lock().await;
     let gw = Gateway::start(short_timeouts()).await;
+    let before = evictions(&gw, "idle").await;
     let mut ws = gw.connect("idler").await;
     // Not polling the client: no pong goes out, so nothing counts as
     // activity. Past idle_timeout (2 s) the server gives up.
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    eventually(WAIT, "the idle eviction", || async {
+        evictions(&gw, "idle").await == before + 1.0
+    })
+    .await;
     let (code, frames) = read_until_close(&mut ws, WAIT).await;
     assert_eq!(code, Some(4001), "frames: {frames:?}");
     assert_eq!(frames, [json!({"type": "close", "reason": "idle"})]);
@@ -49,6 +59,7 @@ async fn client_that_never_reads_gets_close_idle_then_4001() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raw_client_that_reads_but_never_pongs_gets_pings_then_close_idle_then_4001() {
+    let _series = IDLE_SERIES.lock().await;
     let gw = Gateway::start(short_timeouts()).await;
     let mut raw = gw.connect_raw("mute").await;
     let frames = raw.frames_until_close(WAIT).await;

@@ -23,7 +23,11 @@ Every connection is its own user: <user-prefix>0, <user-prefix>1, ...
 Pushed payloads are {\"seq\":N,\"ts\":<µs since epoch>,\"pad\":\"...\"}, so
 latency is measured across processes from the push to the frame read.
 
-The gateway must accept ?uid= without a token ([auth] anonymous = true) and
+A URL template may name {token} rather than ?uid={user} (ws://H/ws?token={token}): each
+user's token then comes from the file LOADTEST_TOKEN_FILE names, one
+\"<user id> <token>\" per line (loadtest/token-cost.sh mints them).
+
+Otherwise the gateway must accept ?uid= without a token ([auth] anonymous = true) and
 should not rate-limit pushes (PUSHGATE_LIMITS_PUSH_RATE_PER_SEC=0) nor
 connections per client address (every client here is 127.0.0.x). See
 loadtest/run-smoke.sh and loadtest/measure.sh for a complete setup.

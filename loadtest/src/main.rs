@@ -21,6 +21,7 @@ mod rng;
 mod scenario;
 mod sse;
 mod target;
+mod tokens;
 mod worker;
 
 use cli::{Cli, Scenario};

@@ -2,7 +2,9 @@
 //! come from.
 //!
 //! A template is an ordinary URL with `{user}` where the user id goes, for
-//! example `ws://127.0.0.1:8080/ws?uid={user}`. Only what a load client
+//! example `ws://127.0.0.1:8080/ws?uid={user}`, and optionally `{token}`
+//! where that user's token goes (`ws://…/ws?token={token}`, tokens from
+//! the file `LOADTEST_TOKEN_FILE` names). Only what a load client
 //! needs is parsed: scheme, host, port and the request target.
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -58,9 +60,13 @@ impl Target {
     }
 
     /// The request target for `user`, with `cursor` appended as the query
-    /// parameter `cursor_param` when given.
+    /// parameter `cursor_param` when given. `{token}` becomes the user's
+    /// token from the token file (see `tokens`).
     pub(crate) fn path_for(&self, user: &str, cursor: Option<(&str, &str)>) -> String {
         let mut path = self.path.replace("{user}", user);
+        if path.contains("{token}") {
+            path = path.replace("{token}", crate::tokens::token_of(user));
+        }
         if let Some((param, value)) = cursor {
             path.push(if path.contains('?') { '&' } else { '?' });
             path.push_str(param);

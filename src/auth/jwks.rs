@@ -22,14 +22,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Limited};
 use hyper::{StatusCode, Uri};
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use parking_lot::RwLock;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
+use super::client::{HttpsClient, https_client};
 use super::keys::{self, KeyError, PublicKey};
 use crate::config::masked_url;
 
@@ -75,7 +72,7 @@ pub enum JwksError {
 /// The cached JWK set of one provider. See the module docs.
 pub struct Jwks {
     url: Uri,
-    client: Client<HttpsConnector<HttpConnector>, Empty<Bytes>>,
+    client: HttpsClient<Empty<Bytes>>,
     keys: RwLock<Arc<Vec<PublicKey>>>,
     /// Bumped by every successful fetch.
     generation: AtomicU64,
@@ -101,16 +98,9 @@ impl Jwks {
         if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
             return Err(JwksError::Url(masked_url(url)));
         }
-        let provider = tokio_rustls::rustls::crypto::ring::default_provider();
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_native_roots(provider)
-            .map_err(JwksError::Roots)?
-            .https_or_http()
-            .enable_http1()
-            .build();
         Ok(Self {
             url: uri,
-            client: Client::builder(TokioExecutor::new()).build(connector),
+            client: https_client().map_err(JwksError::Roots)?,
             keys: RwLock::new(Arc::new(Vec::new())),
             generation: AtomicU64::new(0),
             unknown_kid: tokio::sync::Mutex::new(None),

@@ -557,8 +557,9 @@ fn check_subject(sub: Option<Value>) -> Result<UserId, TokenError> {
     }
 }
 
-/// The `channels` claim: absent, or a list of channel names.
-fn check_channels(claim: Option<Value>) -> Result<Vec<Channel>, TokenError> {
+/// The `channels` claim: absent, or a list of channel names (repeats kept
+/// once). The connect proxy's `channels` answer is read the same way.
+pub(crate) fn check_channels(claim: Option<Value>) -> Result<Vec<Channel>, TokenError> {
     let Some(claim) = claim else {
         return Ok(Vec::new());
     };

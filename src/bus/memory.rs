@@ -11,7 +11,7 @@ use tokio::sync::oneshot;
 use super::fanout::Fanout;
 use super::resume::Resume;
 use super::{Bus, BusError, ChannelMembers, Open, Opened, Publish, Published, PushTarget};
-use crate::history::{Cursor, Dedupe, History, StreamKey};
+use crate::history::{Cursor, Dedupe, History, Position, StreamKey};
 use crate::metrics::Counters;
 use crate::protocol::frame::{Frame, Stream};
 use crate::protocol::{Channel, Transport, UserId};
@@ -149,7 +149,7 @@ impl MemoryBus {
         };
         let published = Published {
             id: message.id,
-            cursor: Cursor::new(self.epoch, state.last_seq),
+            cursor: Position::single(Cursor::new(self.epoch, state.last_seq)),
             users,
             channels,
             duplicate: false,
@@ -208,7 +208,10 @@ impl MemoryBus {
 
     fn open_now(&self, open: Open) -> Result<Opened, AtCapacity> {
         let state = self.state.lock();
-        let resume = open.cursor.map(|c| self.resume(&state, &open, c));
+        let resume = open
+            .cursor
+            .as_ref()
+            .map(|c| self.resume(&state, &open, c.first()));
         if open.transport == Transport::Poll && resume.as_ref().is_some_and(Resume::is_news) {
             let suffix = suffix_of(&open.channels);
             let frames = resume.map(|r| r.into_frames(&suffix)).unwrap_or_default();
@@ -245,7 +248,7 @@ impl Bus for MemoryBus {
         Box::pin(async move { opened })
     }
 
-    fn release(&self, conn: &Conn) -> Cursor {
+    fn release(&self, conn: &Conn) -> Position {
         self.registry.detach(conn);
         // Everything up to here was queued on the connection before it
         // was detached; a message being delivered right now may or may not
@@ -267,8 +270,11 @@ impl Bus for MemoryBus {
         true
     }
 
-    fn position(&self) -> Cursor {
-        Cursor::new(self.epoch, self.delivered.load(Ordering::Acquire))
+    fn position(&self) -> Position {
+        Position::single(Cursor::new(
+            self.epoch,
+            self.delivered.load(Ordering::Acquire),
+        ))
     }
 
     fn channel_presence<'a>(
@@ -338,7 +344,7 @@ mod tests {
             user: UserId::parse(user).expect("valid"),
             transport: Transport::Ws,
             expires_at: None,
-            cursor,
+            cursor: cursor.map(Position::single),
             channels: Vec::new(),
             coverage: Default::default(),
             now_ms: 0,
@@ -383,7 +389,7 @@ mod tests {
         let first = broadcast(&bus, 1);
         broadcast(&bus, 2);
         broadcast(&bus, 3);
-        let conn = open(&bus, "alice", Some(first.cursor));
+        let conn = open(&bus, "alice", Some(first.cursor.first()));
         broadcast(&bus, 4);
         assert_eq!(received(&conn), (Some(true), vec![2, 3, 4]));
     }
@@ -395,9 +401,13 @@ mod tests {
         for n in 2..=5 {
             broadcast(&bus, n);
         }
-        let conn = open(&bus, "alice", Some(first.cursor));
+        let conn = open(&bus, "alice", Some(first.cursor.first()));
         assert_eq!(received(&conn), (Some(false), vec![4, 5]));
-        let stranger = open(&bus, "bob", Some(Cursor::new(first.cursor.epoch ^ 1, 3)));
+        let stranger = open(
+            &bus,
+            "bob",
+            Some(Cursor::new(first.cursor.first().epoch ^ 1, 3)),
+        );
         assert_eq!(received(&stranger), (Some(false), vec![]));
     }
 
@@ -419,13 +429,13 @@ mod tests {
             });
             let mut conns = Vec::new();
             for round in 0..rounds {
-                let cursor = bus.position();
+                let cursor = bus.position().first();
                 barrier.wait();
                 conns.push((cursor, open(&bus, &format!("u{round}"), Some(cursor))));
             }
             conns
         });
-        let last = bus.position().seq;
+        let last = bus.position().first().seq;
         assert_eq!(last, rounds);
         for (cursor, conn) in conns {
             let (complete, seqs) = received(&conn);

@@ -4,6 +4,7 @@
 //! The memory bus (the default) serves one process; a Redis bus lets many
 //! share users. The rest of the gateway sees only [`Bus`].
 
+pub(crate) mod cluster;
 pub(crate) mod fanout;
 pub(crate) mod memory;
 pub(crate) mod redis;
@@ -12,11 +13,12 @@ mod resume;
 use futures_util::future::BoxFuture;
 use serde_json::value::RawValue;
 
-use crate::history::{Coverage, Cursor};
+use crate::history::{Coverage, Position};
 use crate::protocol::frame::Frame;
 use crate::protocol::{Channel, Transport, UserId};
 use crate::registry::{AtCapacity, Attached, Conn, Registry};
 
+pub(crate) use cluster::ClusterBus;
 pub(crate) use memory::MemoryBus;
 pub(crate) use redis::RedisBus;
 
@@ -51,8 +53,10 @@ pub(crate) struct Publish {
 pub(crate) struct Published {
     /// The push id.
     pub id: String,
-    /// The message's position: the cursor every recipient's frame carries.
-    pub cursor: Cursor,
+    /// The message's position: the cursor a recipient's frame carries
+    /// (on a broker of several shards, the publishing node's position with
+    /// the message's shard at the message).
+    pub cursor: Position,
     /// Distinct users addressed (0 for a broadcast or channels).
     pub users: usize,
     /// Channels published to, one message each (0 unless channels).
@@ -110,8 +114,8 @@ pub(crate) struct Open {
     pub transport: Transport,
     /// When its token expires (seconds since the epoch).
     pub expires_at: Option<u64>,
-    /// Where it resumes from.
-    pub cursor: Option<Cursor>,
+    /// Where it resumes from: one position per shard of the broker.
+    pub cursor: Option<Position>,
     /// The channels it is in (its token's claim and what it asked for),
     /// already checked.
     pub channels: Vec<Channel>,
@@ -169,7 +173,7 @@ pub(crate) trait Bus: Send + Sync + std::fmt::Debug + 'static {
 
     /// Detaches a connection and returns the position it has been sent
     /// everything up to, atomically with respect to publishing.
-    fn release(&self, conn: &Conn) -> Cursor;
+    fn release(&self, conn: &Conn) -> Position;
 
     /// Detaches a connection without a position (no lock on publishing): for
     /// a poll answered with messages, whose last cursor is the position.
@@ -182,8 +186,28 @@ pub(crate) trait Bus: Send + Sync + std::fmt::Debug + 'static {
     fn is_ready(&self) -> bool;
 
     /// The current history epoch and the last sequence number issued (or,
-    /// on a node of a cluster, delivered here).
-    fn position(&self) -> Cursor;
+    /// on a node of several, delivered here), per shard.
+    fn position(&self) -> Position;
+
+    /// Shards of the message sequence: positions in a cursor.
+    fn shards(&self) -> usize {
+        1
+    }
+
+    /// Whether this node already receives `channel`'s messages. A broker
+    /// that hears every stream (memory, one Redis) always does; a Redis
+    /// Cluster node only hears the streams it subscribed to.
+    fn hears(&self, _channel: &Channel) -> bool {
+        true
+    }
+
+    /// Makes this node receive `channel`'s messages, ready once messages
+    /// published from then on reach it, so that a connection already open
+    /// (a WebSocket `subscribe`) can join with no gap. `false`: it could
+    /// not (the connections that join are told they may miss messages).
+    fn listen<'a>(&'a self, _channel: &'a Channel) -> BoxFuture<'a, bool> {
+        Box::pin(std::future::ready(true))
+    }
 
     /// How many connections `user` has, over every node (`GET /users/<uid>`).
     fn presence(&self, user: &UserId) -> BoxFuture<'_, Result<usize, BusError>>;

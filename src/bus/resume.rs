@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use crate::history::Cursor;
 use crate::protocol::Transport;
 use crate::protocol::frame::Frame;
 use crate::registry::Conn;
@@ -20,7 +19,8 @@ use crate::registry::Conn;
 #[derive(Debug)]
 pub(crate) struct Resume {
     complete: bool,
-    position: Cursor,
+    /// The position to go on from, written (one position per shard).
+    position: String,
     missed: Vec<Frame>,
     missed_suffix: Arc<str>,
 }
@@ -29,10 +29,14 @@ impl Resume {
     /// What a client is owed: `complete` if history still held everything
     /// after its cursor, `position` the cursor to go on from, `missed`
     /// the messages after the cursor.
-    pub(crate) fn new(complete: bool, position: Cursor, missed: Vec<Frame>) -> Self {
+    pub(crate) fn new(
+        complete: bool,
+        position: impl std::fmt::Display,
+        missed: Vec<Frame>,
+    ) -> Self {
         Self {
             complete,
-            position,
+            position: position.to_string(),
             missed,
             missed_suffix: Arc::from(""),
         }
@@ -89,6 +93,7 @@ impl Resume {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::Cursor;
 
     fn kinds(resume: Resume) -> Vec<String> {
         resume

@@ -1,6 +1,6 @@
 //! Hiding `auth.secret`, `auth.api_key` and the passwords in
-//! `auth.jwks_url` and `broker.url` from `Debug`, error messages and masked
-//! output.
+//! `auth.jwks_url`, `auth.connect_proxy_url` and `broker.url` from `Debug`,
+//! error messages and masked output.
 
 use std::fmt;
 
@@ -11,12 +11,13 @@ pub(super) const MASK: &str = "***";
 
 impl AuthConfig {
     /// A copy with `secret` and `api_key` replaced by `***` when set, and
-    /// the password in `jwks_url` by `***`.
+    /// the passwords in `jwks_url` and `connect_proxy_url` by `***`.
     pub(super) fn masked(&self) -> Self {
         Self {
             secret: mask(&self.secret),
             api_key: mask(&self.api_key),
             jwks_url: self.jwks_url.as_deref().map(masked_url),
+            connect_proxy_url: self.connect_proxy_url.as_deref().map(masked_url),
             ..self.clone()
         }
     }
@@ -35,6 +36,9 @@ impl fmt::Debug for AuthConfig {
             .field("api_key", &masked.api_key)
             .field("anonymous", &self.anonymous)
             .field("allowed_origins", &self.allowed_origins)
+            .field("connect_proxy_url", &masked.connect_proxy_url)
+            .field("connect_proxy_timeout_ms", &self.connect_proxy_timeout_ms)
+            .field("connect_proxy_concurrency", &self.connect_proxy_concurrency)
             .finish()
     }
 }
@@ -53,6 +57,7 @@ impl BrokerConfig {
     pub(super) fn masked(&self) -> Self {
         Self {
             url: masked_url(&self.url),
+            urls: self.urls.iter().map(|url| masked_url(url)).collect(),
             ..self.clone()
         }
     }
@@ -67,6 +72,16 @@ impl fmt::Debug for BrokerConfig {
             .field("timeout_ms", &self.timeout_ms)
             .field("start_wait_secs", &self.start_wait_secs)
             .field("presence_ttl_secs", &self.presence_ttl_secs)
+            .field("cluster", &self.cluster)
+            .field(
+                "urls",
+                &self
+                    .urls
+                    .iter()
+                    .map(|url| masked_url(url))
+                    .collect::<Vec<_>>(),
+            )
+            .field("shards", &self.shards)
             .finish()
     }
 }

@@ -56,6 +56,7 @@ const OPTIONAL_STRING_KEYS: &[(&str, &str)] = &[
     ("auth", "jwks_url"),
     ("auth", "issuer"),
     ("auth", "audience"),
+    ("auth", "connect_proxy_url"),
 ];
 
 /// Largest accepted `limits.max_push_bytes`: 16 MiB.
@@ -354,6 +355,24 @@ pub struct AuthConfig {
     /// `scheme://host[:port]` without a path. Default `["*"]`; must not be
     /// empty. Requests without an `Origin` header are not refused for it.
     pub allowed_origins: Vec<String>,
+    /// URL (`http://` or `https://`) of the site's connect proxy: a client
+    /// that connects with no token (and no anonymous `uid`) is admitted or
+    /// refused by a `POST` of its request (cookie, authorization, origin,
+    /// user agent, query, address) to it, answered `200
+    /// {"user":…,"channels":[…],"expires_at":N}`, `401` or `403` (see
+    /// `auth::proxy`). A password in it (`https://user:pass@host/`) is sent
+    /// as HTTP Basic auth and masked in logs. Default unset: no proxy, a
+    /// client without a token gets `401`.
+    pub connect_proxy_url: Option<String>,
+    /// Longest wait for the connect proxy's answer, in milliseconds; no
+    /// answer in time is `503 unavailable` for the client. Default 1000;
+    /// 1..=60000.
+    pub connect_proxy_timeout_ms: u64,
+    /// Most requests to the connect proxy in flight at once; a client that
+    /// would pass it gets `503 unavailable` at once, with a `Retry-After`
+    /// drawn from `1..=[limits] connection_retry_spread_secs`, so a
+    /// reconnect storm cannot take the site down. Default 64; 1..=100000.
+    pub connect_proxy_concurrency: usize,
 }
 
 impl Default for AuthConfig {
@@ -368,6 +387,9 @@ impl Default for AuthConfig {
             api_key: String::new(),
             anonymous: false,
             allowed_origins: vec!["*".to_owned()],
+            connect_proxy_url: None,
+            connect_proxy_timeout_ms: 1000,
+            connect_proxy_concurrency: 64,
         }
     }
 }
@@ -382,6 +404,11 @@ impl AuthConfig {
     /// `jwks_refresh_secs` as a duration.
     pub fn jwks_refresh(&self) -> Duration {
         Duration::from_secs(self.jwks_refresh_secs)
+    }
+
+    /// `connect_proxy_timeout_ms` as a duration.
+    pub fn connect_proxy_timeout(&self) -> Duration {
+        Duration::from_millis(self.connect_proxy_timeout_ms)
     }
 }
 
@@ -433,9 +460,11 @@ pub struct LimitsConfig {
     /// New connections admitted at once above `connection_rate` before it
     /// applies (the bucket's size). Default 10000; must be >= 1.
     pub connection_burst: u32,
-    /// A connection refused by `connection_rate` is told to retry after a
-    /// whole number of seconds drawn uniformly from `1..=` this, so refused
-    /// clients do not come back together. Default 10; 1..=3600.
+    /// A connection refused by `connection_rate`, or because the connect
+    /// proxy (`[auth] connect_proxy_url`) is saturated or failing, is told
+    /// to retry after a whole number of seconds drawn uniformly from `1..=`
+    /// this, so refused clients do not come back together. Default 10;
+    /// 1..=3600.
     pub connection_retry_spread_secs: u64,
 }
 
@@ -498,6 +527,21 @@ pub struct BrokerConfig {
     /// its last heartbeat, so a crashed node's counts vanish. Default 15; the
     /// heartbeat runs every third of it; >= 3.
     pub presence_ttl_secs: u64,
+    /// Whether `url` (or `urls`) names a Redis Cluster: streams are then
+    /// spread over `shards` hash slots, published with sharded pub/sub
+    /// (Redis 7), and each node subscribes only to the streams its
+    /// connections are in. Default false (one Redis).
+    pub cluster: bool,
+    /// Seed nodes of the Redis Cluster (any reachable subset of its
+    /// nodes); when empty, `url` is the one seed. Only with `cluster`.
+    pub urls: Vec<String>,
+    /// Shards of the message sequence on a Redis Cluster: each stream
+    /// (broadcast, each user, each channel) belongs to one, each shard has
+    /// its own sequence on its own hash slot, and a cursor holds one
+    /// position per shard (17 to 37 bytes each). Default 8 (the slots are
+    /// spread evenly, so 3 masters get 3, 3 and 2); 1 to 64. Changing it
+    /// makes every cursor a gap (`recover` with `complete: false`).
+    pub shards: usize,
 }
 
 impl Default for BrokerConfig {
@@ -509,6 +553,9 @@ impl Default for BrokerConfig {
             timeout_ms: 2000,
             start_wait_secs: 0,
             presence_ttl_secs: 15,
+            cluster: false,
+            urls: Vec::new(),
+            shards: 8,
         }
     }
 }

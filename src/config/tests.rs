@@ -839,3 +839,74 @@ fn the_new_auth_keys_come_from_the_environment_and_hide_passwords() {
         assert!(shown.contains("https://u:***@auth.example/jwks"), "{shown}");
     }
 }
+
+#[test]
+fn the_connect_proxy_keys_are_validated_by_name() {
+    let mut config = valid();
+    config.auth.connect_proxy_url = Some("ftp://app:hunter2@site.example/auth".into());
+    config.auth.connect_proxy_timeout_ms = 0;
+    config.auth.connect_proxy_concurrency = 0;
+    let problems = config.validate().expect_err("invalid").problems().to_vec();
+    assert_eq!(
+        problems,
+        [
+            "auth.connect_proxy_url: must be an http:// or https:// URL, got \"ftp://app:***@site.example/auth\"",
+            "auth.connect_proxy_timeout_ms: must be in 1..=60000, got 0",
+            "auth.connect_proxy_concurrency: must be in 1..=100000, got 0",
+        ]
+    );
+    config.auth.connect_proxy_url = Some("http://".into());
+    config.auth.connect_proxy_timeout_ms = 60_001;
+    config.auth.connect_proxy_concurrency = 100_001;
+    let problems = config.validate().expect_err("invalid").problems().to_vec();
+    assert_eq!(
+        problems,
+        [
+            "auth.connect_proxy_url: must be an http:// or https:// URL, got \"http://\"",
+            "auth.connect_proxy_timeout_ms: must be in 1..=60000, got 60001",
+            "auth.connect_proxy_concurrency: must be in 1..=100000, got 100001",
+        ]
+    );
+}
+
+#[test]
+fn a_connect_proxy_makes_the_token_keys_optional() {
+    let mut config = valid();
+    config.auth.secret = String::new();
+    assert!(config.validate().is_err(), "no way to authenticate");
+    config.auth.connect_proxy_url = Some("https://site.example/pushgate/auth".into());
+    config.validate().expect("the proxy alone");
+}
+
+#[test]
+fn the_connect_proxy_keys_come_from_the_environment_and_hide_passwords() {
+    let config = valid()
+        .apply_env(env(&[
+            (
+                "PUSHGATE_AUTH_CONNECT_PROXY_URL",
+                "https://app:hunter2@site.example/auth",
+            ),
+            ("PUSHGATE_AUTH_CONNECT_PROXY_TIMEOUT_MS", "250"),
+            ("PUSHGATE_AUTH_CONNECT_PROXY_CONCURRENCY", "8"),
+        ]))
+        .expect("applies");
+    let auth = &config.auth;
+    assert_eq!(
+        auth.connect_proxy_url.as_deref(),
+        Some("https://app:hunter2@site.example/auth")
+    );
+    assert_eq!(auth.connect_proxy_timeout(), Duration::from_millis(250));
+    assert_eq!(auth.connect_proxy_concurrency, 8);
+    config.validate().expect("valid");
+    for shown in [format!("{config:?}"), config.to_masked_toml()] {
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(
+            shown.contains("https://app:***@site.example/auth"),
+            "{shown}"
+        );
+    }
+    let unset = Config::default();
+    assert_eq!(unset.auth.connect_proxy_url, None);
+    assert_eq!(unset.auth.connect_proxy_timeout_ms, 1000);
+    assert_eq!(unset.auth.connect_proxy_concurrency, 64);
+}

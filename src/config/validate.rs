@@ -123,6 +123,7 @@ pub(super) fn history(history: &HistoryConfig, errors: &mut ConfigErrors) {
 
 pub(super) fn auth(auth: &AuthConfig, errors: &mut ConfigErrors) {
     token_keys(auth, errors);
+    connect_proxy(auth, errors);
     secret("auth.api_key", &auth.api_key, errors);
     errors.check(
         !auth.allowed_origins.is_empty(),
@@ -139,12 +140,13 @@ pub(super) fn auth(auth: &AuthConfig, errors: &mut ConfigErrors) {
     }
 }
 
-/// Client tokens need a key: `secret`, `public_keys` or `jwks_url`. Whether
-/// the PEM files hold usable keys is checked when the gateway starts,
-/// which names the key too.
+/// Client tokens need a key: `secret`, `public_keys` or `jwks_url`, unless
+/// `connect_proxy_url` admits clients without one. Whether the PEM files
+/// hold usable keys is checked when the gateway starts, which names the
+/// key too.
 fn token_keys(auth: &AuthConfig, errors: &mut ConfigErrors) {
     let has_public_keys = !auth.public_keys.is_empty() || auth.jwks_url.is_some();
-    if auth.secret.is_empty() && !has_public_keys {
+    if auth.secret.is_empty() && !has_public_keys && auth.connect_proxy_url.is_none() {
         errors.push(
             "auth.secret",
             format_args!(
@@ -163,17 +165,7 @@ fn token_keys(auth: &AuthConfig, errors: &mut ConfigErrors) {
         );
     }
     if let Some(url) = &auth.jwks_url {
-        let ok = url.parse::<hyper::Uri>().is_ok_and(|uri| {
-            matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some()
-        });
-        errors.check(
-            ok,
-            "auth.jwks_url",
-            format_args!(
-                "must be an http:// or https:// URL, got {:?}",
-                super::masked_url(url)
-            ),
-        );
+        http_url("auth.jwks_url", url, errors);
     }
     in_range(
         "auth.jwks_refresh_secs",
@@ -194,6 +186,44 @@ fn token_keys(auth: &AuthConfig, errors: &mut ConfigErrors) {
             );
         }
     }
+}
+
+/// `connect_proxy_url` is an `http://` or `https://` URL; its timeout and
+/// concurrency are in range (checked whether or not it is set, as every
+/// key is).
+fn connect_proxy(auth: &AuthConfig, errors: &mut ConfigErrors) {
+    if let Some(url) = &auth.connect_proxy_url {
+        http_url("auth.connect_proxy_url", url, errors);
+    }
+    in_range(
+        "auth.connect_proxy_timeout_ms",
+        auth.connect_proxy_timeout_ms,
+        1,
+        60_000,
+        errors,
+    );
+    in_range(
+        "auth.connect_proxy_concurrency",
+        auth.connect_proxy_concurrency as u64,
+        1,
+        100_000,
+        errors,
+    );
+}
+
+/// An `http://` or `https://` URL with a host, shown masked when it is not.
+fn http_url(path: &str, url: &str, errors: &mut ConfigErrors) {
+    let ok = url.parse::<hyper::Uri>().is_ok_and(|uri| {
+        matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some()
+    });
+    errors.check(
+        ok,
+        path,
+        format_args!(
+            "must be an http:// or https:// URL, got {:?}",
+            super::masked_url(url)
+        ),
+    );
 }
 
 pub(super) fn channels(channels: &ChannelsConfig, errors: &mut ConfigErrors) {
@@ -327,6 +357,10 @@ pub(super) fn demo(config: &Config, errors: &mut ConfigErrors) {
     );
 }
 
+/// The most shards a cursor may hold positions for (`history::cursor`
+/// refuses longer ones).
+const MAX_SHARDS: usize = crate::history::cursor::MAX_POSITIONS;
+
 pub(super) fn broker(broker: &BrokerConfig, errors: &mut ConfigErrors) {
     const SCHEMES: [&str; 4] = ["redis://", "rediss://", "redis+unix://", "unix://"];
     if broker.kind == BrokerKind::Redis {
@@ -338,7 +372,27 @@ pub(super) fn broker(broker: &BrokerConfig, errors: &mut ConfigErrors) {
                 super::masked_url(&broker.url)
             ),
         );
+        for url in &broker.urls {
+            errors.check(
+                url.starts_with("redis://") || url.starts_with("rediss://"),
+                "broker.urls",
+                format_args!(
+                    "cluster seeds must start with redis:// or rediss://, got {:?}",
+                    super::masked_url(url)
+                ),
+            );
+        }
     }
+    errors.check(
+        broker.urls.is_empty() || broker.cluster,
+        "broker.urls",
+        "lists Redis Cluster seed nodes: set broker.cluster = true (one Redis takes broker.url)",
+    );
+    errors.check(
+        (1..=MAX_SHARDS).contains(&broker.shards),
+        "broker.shards",
+        format_args!("must be 1 to {MAX_SHARDS}, got {}", broker.shards),
+    );
     errors.check(
         !broker.key_prefix.is_empty(),
         "broker.key_prefix",

@@ -96,6 +96,102 @@ impl FromStr for Cursor {
 /// The most positions a cursor may carry (shards of a broker).
 pub const MAX_POSITIONS: usize = 64;
 
+/// Where a node or a connection stands in every shard of the broker: one
+/// [`Cursor`] per shard, in shard order (the positions part of a
+/// connection's cursor). A broker of one shard has one, written exactly as
+/// a v1 cursor.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Position(Vec<Cursor>);
+
+impl Position {
+    /// One position per shard (at least one).
+    pub fn new(shards: Vec<Cursor>) -> Self {
+        debug_assert!(!shards.is_empty());
+        Self(shards)
+    }
+
+    /// The position of a broker with one shard.
+    pub fn single(cursor: Cursor) -> Self {
+        Self(vec![cursor])
+    }
+
+    /// The positions, one per shard.
+    pub fn shards(&self) -> &[Cursor] {
+        &self.0
+    }
+
+    /// The first shard's position (the only one on a broker of one shard).
+    pub fn first(&self) -> Cursor {
+        self.0.first().copied().unwrap_or(Cursor::new(0, 0))
+    }
+
+    /// Moves shard `shard` to `to`: forward within its epoch, or to `to`
+    /// whole when the epoch changed (that shard's history was lost and
+    /// started again). Returns whether anything changed.
+    pub fn advance(&mut self, shard: usize, to: Cursor) -> bool {
+        let Some(at) = self.0.get_mut(shard) else {
+            return false;
+        };
+        if at.epoch != to.epoch || at.seq < to.seq {
+            *at = to;
+            return true;
+        }
+        false
+    }
+
+    /// On a broker of one shard, the position raised to `seq` (what a
+    /// connection was given may be past what the node recorded); a
+    /// position of several shards is returned as it is (every frame a node
+    /// gives carries the node's position, never more).
+    pub fn at_least(mut self, seq: u64) -> Self {
+        if let [only] = &mut self.0[..] {
+            only.seq = only.seq.max(seq);
+        }
+        self
+    }
+
+    /// Sets shard `shard` to `to`, even backwards (its history lost
+    /// writes: numbers past `to` will be given again).
+    pub fn reset(&mut self, shard: usize, to: Cursor) {
+        if let Some(at) = self.0.get_mut(shard) {
+            *at = to;
+        }
+    }
+
+    /// Raises every shard to at least `other`'s position in the same epoch
+    /// (shards in another epoch keep their own).
+    pub fn raise_to(&mut self, other: &Position) {
+        for (at, to) in self.0.iter_mut().zip(&other.0) {
+            if at.epoch == to.epoch && at.seq < to.seq {
+                at.seq = to.seq;
+            }
+        }
+    }
+
+    /// Whether every shard is at or past `other`'s position in the same
+    /// epoch.
+    pub fn covers(&self, other: &Position) -> bool {
+        self.0.len() == other.0.len()
+            && self
+                .0
+                .iter()
+                .zip(&other.0)
+                .all(|(at, to)| at.epoch == to.epoch && at.seq >= to.seq)
+    }
+}
+
+impl fmt::Display for Position {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, position) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(".")?;
+            }
+            write!(f, "{position}")?;
+        }
+        Ok(())
+    }
+}
+
 /// The most channels a cursor's coverage may name.
 pub const MAX_COVERED: usize = 10_000;
 
@@ -157,6 +253,27 @@ pub struct ConnCursor {
 }
 
 impl ConnCursor {
+    /// Its positions, if it has one per shard of a broker with `shards`
+    /// shards; `None` if it was written for another layout.
+    pub fn position(&self, shards: usize) -> Option<Position> {
+        (self.positions.len() == shards).then(|| Position(self.positions.clone()))
+    }
+
+    /// Where a client with this cursor resumes on a broker with `shards`
+    /// shards. A cursor written for another layout (one Redis before a
+    /// move to a cluster, another `[broker] shards`) was issued from other
+    /// sequences: each shard gets a position in an epoch of none of them
+    /// (the cursor's first epoch, bit-inverted; epochs are random 64-bit
+    /// numbers), so it resumes as a gap (`recover` with `complete: false`),
+    /// as a cursor of another epoch does: well-formed, never an error.
+    pub fn resume_position(&self, shards: usize) -> Position {
+        self.position(shards).unwrap_or_else(|| {
+            let first = self.positions.first().map_or(0, |c| c.epoch);
+            let foreign = Cursor::new(!first, 0);
+            Position(vec![foreign; shards])
+        })
+    }
+
     /// The position, if the cursor has exactly one (a broker of one
     /// shard); a cursor written by a broker with another number of shards
     /// has `None`, and resumes as a gap.
@@ -229,6 +346,37 @@ impl FromStr for ConnCursor {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_cursor_of_another_layout_resumes_in_an_epoch_of_none_of_its_sequences() {
+        let one: ConnCursor = "00000000000000ab-7".parse().unwrap();
+        assert_eq!(
+            one.resume_position(1),
+            Position::single(Cursor::new(0xab, 7)),
+            "the same layout resumes where it was"
+        );
+        let eight = one.resume_position(8);
+        assert_eq!(eight.shards().len(), 8);
+        assert!(
+            eight
+                .shards()
+                .iter()
+                .all(|c| c.epoch == !0xab && c.seq == 0),
+            "{eight}"
+        );
+        let three: ConnCursor = "00000000000000ab-7.00000000000000cd-2.00000000000000ef-9"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            three.resume_position(3).to_string(),
+            "00000000000000ab-7.00000000000000cd-2.00000000000000ef-9"
+        );
+        assert_eq!(
+            three.resume_position(1),
+            Position::single(Cursor::new(!0xab, 0))
+        );
+    }
+
     use super::*;
     use proptest::prelude::*;
 
@@ -240,6 +388,7 @@ mod tests {
         assert_eq!(plain.to_string(), "deadbeef01234567-42");
         let coverage = Coverage::of(["vip", "news", "vip"]);
         assert!(coverage.covers("vip") && coverage.covers("news"));
+        assert!(!coverage.is_empty());
         assert!(!coverage.covers("city:berlin"));
         let cursor = ConnCursor {
             positions: vec![Cursor::new(1, 2), Cursor::new(3, 4)],
@@ -275,6 +424,8 @@ mod tests {
         let good = Cursor::new(0xdead_beef_0123_4567, 42);
         assert_eq!(good.to_string(), "deadbeef01234567-42");
         assert_eq!("deadbeef01234567-42".parse(), Ok(good));
+        assert_eq!("0000000000000000-0".parse(), Ok(Cursor::new(0, 0)));
+        assert_eq!(Cursor::new(0, 0).to_string(), "0000000000000000-0");
         for bad in [
             "",
             "-",
@@ -298,6 +449,99 @@ mod tests {
         }
     }
 
+    #[test]
+    fn the_longest_cursor_parses_and_one_byte_more_does_not() {
+        let longest = format!("{:016x}-{}", u64::MAX, u64::MAX);
+        assert_eq!(longest.len(), MAX_CURSOR_LEN);
+        assert_eq!(longest.parse(), Ok(Cursor::new(u64::MAX, u64::MAX)));
+        assert_eq!(format!("{longest}0").parse::<Cursor>(), Err(BadCursor));
+    }
+
+    #[test]
+    fn a_coverage_of_the_most_channels_parses_and_one_more_does_not() {
+        let hashes = |n: u32| (0..n).map(|h| format!("{h:08x}")).collect::<String>();
+        let most = format!("0000000000000001-1~{}", hashes(MAX_COVERED as u32));
+        let parsed: ConnCursor = most.parse().expect("MAX_COVERED channels");
+        assert_eq!(parsed.coverage.0.len(), MAX_COVERED);
+        let more = format!("0000000000000001-1~{}", hashes(MAX_COVERED as u32 + 1));
+        assert_eq!(more.parse::<ConnCursor>(), Err(BadCursor));
+    }
+
+    fn position(shards: &[(u64, u64)]) -> Position {
+        Position::new(shards.iter().map(|(e, s)| Cursor::new(*e, *s)).collect())
+    }
+
+    #[test]
+    fn a_shard_advances_forward_in_its_epoch_or_to_a_new_epoch_whole() {
+        let mut at = position(&[(1, 5), (2, 7)]);
+        assert!(!at.advance(0, Cursor::new(1, 4)), "never backwards");
+        assert!(!at.advance(0, Cursor::new(1, 5)), "not to where it is");
+        assert_eq!(at, position(&[(1, 5), (2, 7)]));
+        assert!(at.advance(0, Cursor::new(1, 6)));
+        assert_eq!(at.shards(), [Cursor::new(1, 6), Cursor::new(2, 7)]);
+        assert!(at.advance(1, Cursor::new(3, 1)), "a new epoch, even lower");
+        assert_eq!(at.shards(), [Cursor::new(1, 6), Cursor::new(3, 1)]);
+        assert!(!at.advance(2, Cursor::new(1, 9)), "no such shard");
+        assert_eq!(at.first(), Cursor::new(1, 6));
+    }
+
+    #[test]
+    fn reset_moves_a_shard_even_backwards() {
+        let mut at = position(&[(1, 5), (2, 7)]);
+        at.reset(1, Cursor::new(2, 3));
+        assert_eq!(at, position(&[(1, 5), (2, 3)]));
+        at.reset(2, Cursor::new(9, 9));
+        assert_eq!(at, position(&[(1, 5), (2, 3)]), "no such shard");
+    }
+
+    #[test]
+    fn raise_to_lifts_shards_of_the_same_epoch_only() {
+        let mut at = position(&[(1, 5), (2, 7), (3, 9)]);
+        at.raise_to(&position(&[(1, 8), (2, 6), (4, 20)]));
+        assert_eq!(at, position(&[(1, 8), (2, 7), (3, 9)]));
+    }
+
+    #[test]
+    fn covers_needs_every_shard_at_or_past_in_the_same_epoch() {
+        let at = position(&[(1, 5), (2, 7)]);
+        assert!(at.covers(&position(&[(1, 5), (2, 7)])));
+        assert!(at.covers(&position(&[(1, 4), (2, 0)])));
+        assert!(!at.covers(&position(&[(1, 6), (2, 7)])));
+        assert!(!at.covers(&position(&[(1, 5), (2, 8)])));
+        assert!(!at.covers(&position(&[(9, 0), (2, 7)])), "another epoch");
+        assert!(!at.covers(&position(&[(1, 5)])), "another layout");
+        assert!(!position(&[(1, 5)]).covers(&at));
+    }
+
+    #[test]
+    fn at_least_raises_a_single_shard_and_leaves_several_alone() {
+        let one = Position::single(Cursor::new(1, 5));
+        assert_eq!(one.clone().at_least(9), Position::single(Cursor::new(1, 9)));
+        assert_eq!(one.clone().at_least(2), one);
+        let two = position(&[(1, 5), (2, 7)]);
+        assert_eq!(two.clone().at_least(9), two);
+        assert_eq!(two.to_string(), "0000000000000001-5.0000000000000002-7");
+    }
+
+    #[test]
+    fn a_cursor_gives_its_position_only_for_its_own_layout() {
+        let cursor: ConnCursor = "0000000000000001-5.0000000000000002-7"
+            .parse()
+            .expect("two shards");
+        assert_eq!(cursor.position(2), Some(position(&[(1, 5), (2, 7)])));
+        assert_eq!(cursor.position(1), None);
+        assert_eq!(cursor.position(3), None);
+        let many = vec!["0000000000000001-1"; MAX_POSITIONS].join(".");
+        assert_eq!(
+            many.parse::<ConnCursor>().map(|c| c.positions.len()),
+            Ok(MAX_POSITIONS)
+        );
+        assert_eq!(
+            format!("{many}.{}", "0000000000000001-1").parse::<ConnCursor>(),
+            Err(BadCursor)
+        );
+    }
+
     proptest! {
         #[test]
         fn every_cursor_round_trips(epoch in any::<u64>(), seq in any::<u64>()) {
@@ -309,6 +553,23 @@ mod tests {
         fn arbitrary_strings_never_panic(raw in ".{0,64}") {
             let _ = raw.parse::<Cursor>();
             let _ = raw.parse::<ConnCursor>();
+        }
+
+        /// Strings close to cursors (most pass the length and shape checks
+        /// and reach the digits, the positions and the coverage): whatever
+        /// parses is exactly what `Display` writes back, so no two strings
+        /// name the same cursor.
+        #[test]
+        fn near_cursors_parse_only_in_the_form_they_are_written(
+            raw in "[0-9a-fA]{15,17}-(0|[1-9][0-9]{0,19}|0[0-9]|2[0-9]{19})\
+                    (\\.[0-9a-f]{16}-[0-9]{1,2}){0,2}(~([0-9a-f]{8}){0,3}[0-9a-g]{0,2})?",
+        ) {
+            if let Ok(cursor) = raw.parse::<ConnCursor>() {
+                prop_assert_eq!(cursor.to_string(), raw.clone());
+            }
+            if let Ok(cursor) = raw.parse::<Cursor>() {
+                prop_assert_eq!(cursor.to_string(), raw);
+            }
         }
 
         /// Every cursor a connection can write parses back to itself, and

@@ -70,6 +70,8 @@ mod tests {
         assert_eq!(d.get("a", 0), None);
         d.insert("a".into(), 0, 1);
         d.insert("b".into(), 50, 2);
+        assert_eq!(d.len(), 2);
+        assert!(!d.is_empty());
         assert_eq!(d.get("a", 99), Some(1));
         assert_eq!(d.get("a", 100), None);
         assert_eq!(d.get("b", 100), Some(2));

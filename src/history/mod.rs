@@ -5,7 +5,7 @@ pub(crate) mod dedupe;
 pub(crate) mod ring;
 pub(crate) mod store;
 
-pub use cursor::{BadCursor, ConnCursor, Coverage, Cursor};
+pub use cursor::{BadCursor, ConnCursor, Coverage, Cursor, Position};
 pub use dedupe::Dedupe;
 pub use ring::Ring;
 pub use store::{History, Recovery, StreamKey, TooManyStreams};

@@ -41,8 +41,12 @@ impl<T: Clone> Ring<T> {
     /// sequence number dropped, if any.
     pub fn expire(&mut self, cutoff_ms: u64) -> Option<u64> {
         let mut dropped = None;
-        while self.items.front().is_some_and(|(_, at, _)| *at < cutoff_ms) {
-            dropped = self.items.front().map(|(seq, _, _)| *seq);
+        // At most one turn per item held: a bound, not only a condition.
+        for _ in 0..self.items.len() {
+            match self.items.front() {
+                Some((seq, at, _)) if *at < cutoff_ms => dropped = Some(*seq),
+                _ => break,
+            }
             self.drop_oldest();
         }
         dropped
@@ -95,10 +99,14 @@ mod tests {
         assert_eq!(ring.after(0).map(|(s, _)| s).collect::<Vec<_>>(), [5, 7, 9]);
         assert!(!ring.covers(1), "2 was dropped");
         assert!(ring.covers(2));
+        assert_eq!(ring.trimmed_through(), 2);
+        assert_eq!((ring.len(), ring.is_empty()), (3, false));
         assert_eq!(ring.after(5).map(|(s, _)| s).collect::<Vec<_>>(), [7, 9]);
         assert_eq!(ring.after(6).count(), 2);
         assert_eq!(ring.after(9).count(), 0);
-        ring.expire(71);
+        assert_eq!(ring.expire(71), Some(7), "the newest dropped");
+        assert_eq!(ring.expire(71), None, "nothing more to drop");
+        assert_eq!(ring.trimmed_through(), 7);
         assert_eq!(ring.after(0).map(|(s, _)| s).collect::<Vec<_>>(), [9]);
         assert!(!ring.covers(6) && ring.covers(7));
     }

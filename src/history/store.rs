@@ -229,6 +229,7 @@ mod tests {
         h.append(alice.clone(), 2, 60, 2);
         h.append(bob.clone(), 3, 60, 3);
         h.expire(120);
+        assert!(!h.is_empty());
         assert_eq!(h.streams_with_history(), 2, "live rings survive the sweep");
         assert_eq!(h.read([&alice], 1).items, [(2, 2)]);
         assert!(h.read([&alice], 1).complete);
@@ -266,6 +267,18 @@ mod tests {
         h.expire(150);
         assert_eq!(h.check_room([&c]), Ok(()), "aged-out streams make room");
         assert_eq!(History::<u8>::new(0, 100, 0).check_room([&c]), Ok(()));
+    }
+
+    #[test]
+    fn streams_already_held_are_never_refused_even_past_the_cap() {
+        // `append` does not refuse: a caller that skipped `check_room`
+        // can leave more streams than the cap.
+        let mut h = History::new(10, 100, 1);
+        let (a, b) = (channel("a"), channel("b"));
+        h.append(a.clone(), 1, 0, 1);
+        h.append(b.clone(), 2, 0, 2);
+        assert_eq!(h.check_room([&a, &b]), Ok(()));
+        assert_eq!(h.check_room([&channel("c")]), Err(TooManyStreams(1)));
     }
 
     proptest! {

@@ -14,6 +14,7 @@
 //! | `BadCursor` | 400 | `bad_cursor` |
 //! | `Unauthorized` | 401 (+ `WWW-Authenticate: Bearer`) | `unauthorized` |
 //! | `Forbidden` | 403 | `forbidden` |
+//! | `Refused` | 403 | `forbidden` |
 //! | `NotFound` | 404 | `not_found` |
 //! | `MethodNotAllowed` | 405 (+ `Allow`) | `method_not_allowed` |
 //! | `RequestTimeout` | 408 (+ `Connection: close`) | `request_timeout` |
@@ -79,6 +80,9 @@ pub enum ApiError {
     /// (403 `forbidden`).
     #[error("origin not allowed")]
     Forbidden,
+    /// The site's connect proxy refused the client (403 `forbidden`).
+    #[error("the site refused this connection")]
+    Refused,
     /// No such path (404 `not_found`).
     #[error("not found")]
     NotFound,
@@ -175,7 +179,7 @@ impl ApiError {
             | Self::BadChannel(_)
             | Self::TooManyChannels(_) => StatusCode::BAD_REQUEST,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
-            Self::Forbidden | Self::ForbiddenChannel(_) => StatusCode::FORBIDDEN,
+            Self::Forbidden | Self::Refused | Self::ForbiddenChannel(_) => StatusCode::FORBIDDEN,
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::RequestTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
@@ -204,7 +208,7 @@ impl ApiError {
             Self::TooManyChannels(_) => "too_many_channels",
             Self::ForbiddenChannel(_) => "forbidden_channel",
             Self::Unauthorized => "unauthorized",
-            Self::Forbidden => "forbidden",
+            Self::Forbidden | Self::Refused => "forbidden",
             Self::NotFound => "not_found",
             Self::MethodNotAllowed { .. } => "method_not_allowed",
             Self::RequestTimeout { .. } => "request_timeout",
@@ -332,6 +336,10 @@ mod tests {
             (
                 ApiError::Forbidden,
                 (403, "forbidden", "origin not allowed", &[]),
+            ),
+            (
+                ApiError::Refused,
+                (403, "forbidden", "the site refused this connection", &[]),
             ),
             (ApiError::NotFound, (404, "not_found", "not found", &[])),
             (

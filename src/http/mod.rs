@@ -19,3 +19,9 @@ pub const MAX_REQUEST_HEAD_BYTES: usize = 32 * 1024;
 
 /// The most headers a request may carry.
 pub(crate) const MAX_HEADERS: usize = 64;
+
+/// The address of the TCP peer a request came from, as a request
+/// extension: set by the server on every request it hands to a handler
+/// (behind a reverse proxy, the proxy's address).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RemoteAddr(pub std::net::SocketAddr);

@@ -385,6 +385,8 @@ pub(crate) struct Frame(Arc<FrameInner>);
 #[derive(Debug)]
 struct FrameInner {
     kind: FrameKind,
+    /// The shard whose sequence `seq` belongs to (0 on a broker of one).
+    shard: u16,
     /// The message's sequence number (0 for other frames).
     seq: u64,
     /// The JSON, checked as UTF-8 once so every WebSocket send is a clone.
@@ -413,6 +415,7 @@ impl Frame {
     fn from_parts(kind: FrameKind, seq: u64, json: Utf8Bytes, cursor: Option<&str>) -> Self {
         Self(Arc::new(FrameInner {
             kind,
+            shard: 0,
             seq,
             json,
             cursor: cursor.map(Box::from),
@@ -480,7 +483,11 @@ impl Frame {
         out.put_slice(new.as_bytes());
         out.put_slice(&json[end..]);
         let json = Utf8Bytes::try_from(out.freeze()).ok()?;
-        Some(Self::from_parts(self.0.kind, self.0.seq, json, Some(new)))
+        let mut frame = Self::from_parts(self.0.kind, self.0.seq, json, Some(new));
+        if let Some(inner) = Arc::get_mut(&mut frame.0) {
+            inner.shard = self.0.shard;
+        }
+        Some(frame)
     }
 
     /// The `message` frame of message number `seq`; see [`message`].
@@ -511,9 +518,25 @@ impl Frame {
         ))
     }
 
+    /// A `message` frame from JSON encoded by another node, numbered `seq`
+    /// in shard `shard` of a sharded broker; `None` if the bytes are not
+    /// UTF-8.
+    pub(crate) fn shard_message(shard: u16, seq: u64, cursor: &str, json: Bytes) -> Option<Self> {
+        let mut frame = Self::message_from_json(seq, cursor, json)?;
+        if let Some(inner) = Arc::get_mut(&mut frame.0) {
+            inner.shard = shard;
+        }
+        Some(frame)
+    }
+
     /// The message's sequence number; 0 for frames that are not messages.
     pub(crate) fn seq(&self) -> u64 {
         self.0.seq
+    }
+
+    /// The shard `seq` belongs to (0 on a broker of one shard).
+    pub(crate) fn shard(&self) -> u16 {
+        self.0.shard
     }
 
     /// A `recover` frame; see [`recover`].

@@ -10,8 +10,8 @@
 //! follows its `unsubscribed` frame.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
 
 use dashmap::DashMap;
 use dashmap::mapref::entry::Entry;
@@ -29,7 +29,7 @@ pub(crate) type MembershipChange = (Channel, UserId, i64);
 pub(crate) struct ChannelIndex {
     channels: DashMap<Channel, HashMap<ConnId, Arc<Conn>>>,
     subscriptions: AtomicUsize,
-    watcher: OnceLock<mpsc::UnboundedSender<MembershipChange>>,
+    watchers: parking_lot::RwLock<Vec<mpsc::UnboundedSender<MembershipChange>>>,
 }
 
 /// Who is in a channel on this node.
@@ -53,14 +53,14 @@ impl ChannelIndex {
         fresh
     }
 
-    /// Sends every later join and leave to `watcher` (once; later calls
-    /// are ignored).
+    /// Sends every later join and leave to `watcher` (as well as to the
+    /// watchers before it).
     pub(crate) fn watch(&self, watcher: mpsc::UnboundedSender<MembershipChange>) {
-        let _ = self.watcher.set(watcher);
+        self.watchers.write().push(watcher);
     }
 
     fn tell(&self, channel: &Channel, user: &UserId, delta: i64) {
-        if let Some(watcher) = self.watcher.get() {
+        for watcher in self.watchers.read().iter() {
             let _ = watcher.send((channel.clone(), user.clone(), delta));
         }
     }

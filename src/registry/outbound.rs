@@ -262,6 +262,39 @@ impl Outbound {
         self.ready.notify_one();
     }
 
+    /// Queues a resume ahead of anything else, as [`Outbound::push_resume`]
+    /// does, for a broker of several shards, where numbers of different
+    /// shards do not compare: each live message frame queued meanwhile is
+    /// passed to `live`, which returns `None` for a copy the resume covers
+    /// (dropped) or the frame to keep in its place (with its cursor raised
+    /// to the resume's position). Live frames that come after this are
+    /// past the resume already (the bus seats it after every message its
+    /// history read could have covered).
+    pub(crate) fn push_resume_with(
+        &self,
+        frames: Vec<Frame>,
+        mut live: impl FnMut(&Frame) -> Option<Frame>,
+    ) {
+        let mut state = self.state.lock();
+        let items = std::mem::take(&mut state.items);
+        let mut kept = VecDeque::with_capacity(items.len() + frames.len());
+        kept.extend(frames.into_iter().map(Outgoing::Frame));
+        let mut dropped = 0;
+        for item in items {
+            match item {
+                Outgoing::Frame(frame) if frame.seq() != 0 => match live(&frame) {
+                    Some(frame) => kept.push_back(Outgoing::Frame(frame)),
+                    None => dropped += 1,
+                },
+                other => kept.push_back(other),
+            }
+        }
+        state.items = kept;
+        state.frames = state.frames.saturating_sub(dropped);
+        drop(state);
+        self.ready.notify_one();
+    }
+
     /// Sets the floor: messages numbered up to `covered` are not delivered
     /// live any more, and copies already queued are dropped. A connection
     /// that joined with a cursor (or at a position) covering them must not

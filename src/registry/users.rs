@@ -288,6 +288,11 @@ impl Registry {
             .push_frame(&Frame::unsubscribed(channel.as_str()));
     }
 
+    /// The connections in `channel` on this node.
+    pub(crate) fn channel_members(&self, channel: &Channel) -> Vec<Arc<Conn>> {
+        self.channels.members(channel, |_| true)
+    }
+
     /// Connections and users in `channel` on this node.
     pub(crate) fn channel_presence(&self, channel: &Channel) -> ChannelPresence {
         self.channels.presence(channel)

@@ -17,7 +17,6 @@ use rand::seq::SliceRandom;
 use tokio::time::Instant;
 
 use crate::gateway::Gateway;
-use crate::history::cursor::Cursor;
 use crate::protocol::frame::{Frame, ReconnectReason};
 use crate::registry::Conn;
 
@@ -99,8 +98,7 @@ fn tell_one(gw: &Gateway, conn: &Arc<Conn>, retry_ms: u64) -> bool {
     let position = gw.bus.position();
     let suffix = conn.cursor_suffix();
     conn.outbound.push_reconnect(|seen| {
-        let cursor = Cursor::new(position.epoch, position.seq.max(seen));
-        let cursor = format!("{cursor}{suffix}");
+        let cursor = format!("{}{suffix}", position.at_least(seen));
         Frame::reconnect(ReconnectReason::Draining, retry_ms, &cursor)
     })
 }

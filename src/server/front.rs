@@ -35,7 +35,7 @@ use super::http1::{self, Phase};
 use super::router::Route;
 use crate::gateway::Gateway;
 use crate::http::head::{self, Head, Parsed};
-use crate::http::{MAX_HEADERS, MAX_REQUEST_HEAD_BYTES};
+use crate::http::{MAX_HEADERS, MAX_REQUEST_HEAD_BYTES, RemoteAddr};
 use crate::linger;
 use crate::peers::PeerStream;
 use crate::transport::pipelined::Pipelined;
@@ -88,7 +88,7 @@ pub(crate) async fn serve(
     let tcp = Arc::new(tcp);
     let mut buf = BytesMut::from(&unread[..]);
     loop {
-        let (head, native) = match next_head(&gw, &tcp, &mut buf, &stop).await {
+        let (mut head, native) = match next_head(&gw, &tcp, &mut buf, &stop).await {
             Next::Native(head, native) => (head, native),
             Next::Other => break,
             Next::Closed => return,
@@ -96,6 +96,7 @@ pub(crate) async fn serve(
         // The head's buffer goes; what followed it is copied out, bounded.
         let mut pipelined = Pipelined::after_head(buf.get(head.len..).unwrap_or_default());
         drop(buf);
+        head.request.extensions_mut().insert(RemoteAddr(peer));
         let open = match native {
             Native::Poll => longpoll::answer_raw(&gw, &tcp, *head, &mut pipelined).await,
             Native::Sse => sse::serve_raw(&gw, &tcp, *head, &mut pipelined).await,

@@ -13,7 +13,7 @@ use tracing::debug;
 
 use super::router;
 use crate::gateway::Gateway;
-use crate::http::{MAX_HEADERS, MAX_REQUEST_HEAD_BYTES};
+use crate::http::{MAX_HEADERS, MAX_REQUEST_HEAD_BYTES, RemoteAddr};
 
 /// Where the gateway is in its life, for a new connection.
 #[derive(Debug, Clone)]
@@ -33,8 +33,9 @@ where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let handler = Arc::clone(&gw);
-    let service = service_fn(move |req| {
+    let service = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
         let gw = Arc::clone(&handler);
+        req.extensions_mut().insert(RemoteAddr(peer));
         async move { Ok::<_, Infallible>(router::handle(gw, req).await) }
     });
     let result = match phase {

@@ -4,20 +4,23 @@
 //!
 //! The checks, in order: draining (503), `Origin` against
 //! `allowed_origins` (403), the token from `?token=` or `Authorization:
-//! Bearer` (401), or `?uid=` when anonymous access is on, the channels
-//! (400 `bad_channel`, 403 `forbidden_channel`, 400 `too_many_channels`),
-//! the cursor (400 `bad_cursor`), capacity (503).
+//! Bearer` (401), or `?uid=` when anonymous access is on, or, with
+//! neither, the site's connect proxy (401, 403, or 503 when it fails), the
+//! channels (400 `bad_channel`, 403 `forbidden_channel`, 400
+//! `too_many_channels`), the cursor (400 `bad_cursor`), capacity (503).
 
 use hyper::Request;
 use hyper::header;
 
 use tracing::{debug, error};
 
+use crate::auth::proxy::{ClientRequest, ConnectProxy, Refusal};
 use crate::auth::token::bearer;
 use crate::bus::{Open, Opened};
 use crate::gateway::Gateway;
-use crate::history::{ConnCursor, Coverage, Cursor};
+use crate::history::{ConnCursor, Coverage, Position};
 use crate::http::Body;
+use crate::http::RemoteAddr;
 use crate::http::error::ApiError;
 use crate::protocol::frame::Frame;
 use crate::protocol::{Channel, Transport, UserId};
@@ -36,7 +39,7 @@ pub(crate) struct Client {
     /// When its token expires (seconds since the epoch); `None` for anonymous.
     pub expires_at: Option<u64>,
     /// Where it resumes from, if it gave a cursor.
-    pub cursor: Option<Cursor>,
+    pub cursor: Option<Position>,
     /// The channels its cursor covers.
     pub coverage: Coverage,
     /// The channels it is in: its token's claim, then what it asked for.
@@ -54,9 +57,20 @@ pub(crate) enum ClientError {
     /// The `Origin` is not in `allowed_origins`.
     #[error("origin not allowed")]
     Origin,
-    /// No usable token (and no anonymous `uid`).
+    /// No usable token (and no anonymous `uid`), or the connect proxy
+    /// answered `401`.
     #[error("missing, malformed, badly signed or expired token")]
     Token,
+    /// The connect proxy answered `403`.
+    #[error("the connect proxy refused the client")]
+    Refused,
+    /// The connect proxy failed, did not answer in time, or had too many
+    /// requests in flight.
+    #[error("the connect proxy is unavailable")]
+    ProxyUnavailable {
+        /// Sent as `Retry-After`, in seconds.
+        retry_after_secs: u64,
+    },
     /// An anonymous `uid` that is not a user id.
     #[error("{0}")]
     UserId(String),
@@ -90,6 +104,11 @@ impl ClientError {
             },
             Self::Origin => ApiError::Forbidden,
             Self::Token => ApiError::Unauthorized,
+            Self::Refused => ApiError::Refused,
+            Self::ProxyUnavailable { retry_after_secs } => ApiError::Unavailable {
+                retry_after_secs,
+                reason: "authentication service unavailable".into(),
+            },
             Self::UserId(message) => ApiError::BadUserId(message),
             Self::Cursor => ApiError::BadCursor("cursor is not one pushgate issued".into()),
             Self::BadChannel(message) => ApiError::BadChannel(message),
@@ -106,7 +125,8 @@ impl ClientError {
 
 /// Runs every admission check on a client request. Waits on the network
 /// only for a token whose `kid` the JWK set does not know (one refresh,
-/// rate-limited and bounded, see `auth::jwks`).
+/// rate-limited and bounded, see `auth::jwks`), and for the connect proxy
+/// when the client has no token (bounded, see `auth::proxy`).
 pub(crate) async fn admit<B>(
     gw: &Gateway,
     req: &Request<B>,
@@ -129,13 +149,11 @@ pub(crate) async fn admit<B>(
         .then(|| req.headers().get("last-event-id"))
         .flatten()
         .and_then(|v| v.to_str().ok());
-    // A cursor with one position per shard of another broker's layout
-    // could not have come from this one.
     let (cursor, coverage) = match query.cursor.as_deref().or(last_event_id) {
         Some(raw) => {
             let cursor = raw.parse::<ConnCursor>().map_err(|_| ClientError::Cursor)?;
             (
-                Some(cursor.single().ok_or(ClientError::Cursor)?),
+                Some(cursor.resume_position(gw.bus.shards())),
                 cursor.coverage,
             )
         }
@@ -154,10 +172,10 @@ pub(crate) async fn admit<B>(
     })
 }
 
-/// A WebSocket's `subscribe` frame for `name`: checked as `channels=` is
-/// (its claim or public), then joined; `subscribed` is queued by the
-/// registry. `Err` is the `error` frame to answer with.
-pub(crate) fn subscribe(gw: &Gateway, conn: &Arc<Conn>, name: &str) -> Result<(), Frame> {
+/// A WebSocket's `subscribe` frame for `name`, checked as `channels=` is
+/// (its claim or public): the channel to join ([`join_channel`]), once the bus
+/// hears it. `Err` is the `error` frame to answer with.
+pub(crate) fn subscribe_check(gw: &Gateway, conn: &Conn, name: &str) -> Result<Channel, Frame> {
     let channel = Channel::parse(name)
         .map_err(|err| Frame::channel_error("bad_channel", name, &err.to_string()))?;
     if !conn.claims(&channel) && !gw.public_channels.allows(&channel) {
@@ -167,9 +185,16 @@ pub(crate) fn subscribe(gw: &Gateway, conn: &Arc<Conn>, name: &str) -> Result<()
             "the channel is not in the token's channels claim and not public",
         ));
     }
-    gw.registry
-        .subscribe(conn, &channel)
-        .map_err(|err| Frame::channel_error("too_many_channels", name, &err.to_string()))
+    Ok(channel)
+}
+
+/// Joins `conn` to `channel` (checked by [`subscribe_check`]);
+/// `subscribed` is queued by the registry, in order with the channel's
+/// messages. `Err` is the `error` frame to answer with.
+pub(crate) fn join_channel(gw: &Gateway, conn: &Arc<Conn>, channel: &Channel) -> Result<(), Frame> {
+    gw.registry.subscribe(conn, channel).map_err(|err| {
+        Frame::channel_error("too_many_channels", channel.as_str(), &err.to_string())
+    })
 }
 
 /// A WebSocket's `refresh` frame: a fresh token for the connection's own
@@ -336,11 +361,38 @@ async fn authenticate<B>(
             })?;
         return Ok((verified.user, Some(verified.expires_at), verified.channels));
     }
-    match &query.uid {
-        Some(uid) if gw.config.auth.anonymous => UserId::parse(uid)
+    match (&query.uid, &gw.connect_proxy) {
+        (Some(uid), _) if gw.config.auth.anonymous => UserId::parse(uid)
             .map(|user| (user, None, Vec::new()))
             .map_err(|err| ClientError::UserId(err.to_string())),
+        (_, Some(proxy)) => ask_proxy(proxy, req, transport).await,
         _ => Err(ClientError::Token),
+    }
+}
+
+/// The client's user, expiry and channels as the site's connect proxy
+/// says.
+async fn ask_proxy<B>(
+    proxy: &ConnectProxy,
+    req: &Request<B>,
+    transport: Transport,
+) -> Result<(UserId, Option<u64>, Vec<Channel>), ClientError> {
+    let client = ClientRequest {
+        transport,
+        path: req.uri().path(),
+        query: req.uri().query().unwrap_or(""),
+        headers: req.headers(),
+        remote_addr: req.extensions().get::<RemoteAddr>().map(|addr| addr.0),
+    };
+    match proxy.identify(&client, Gateway::unix_now()).await {
+        Ok(identity) => Ok((identity.user, identity.expires_at, identity.channels)),
+        Err(Refusal::Unauthorized) => Err(ClientError::Token),
+        Err(Refusal::Forbidden) => Err(ClientError::Refused),
+        Err(Refusal::Failed(_) | Refusal::Timeout(_) | Refusal::Saturated(_)) => {
+            Err(ClientError::ProxyUnavailable {
+                retry_after_secs: proxy.retry_after_secs(),
+            })
+        }
     }
 }
 

@@ -15,6 +15,7 @@ use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use hyper::body::Incoming;
@@ -34,10 +35,10 @@ use crate::http::Body;
 use crate::http::error::ApiError;
 use crate::http::wire;
 use crate::peers::PeerStream;
-use crate::protocol::Transport;
 use crate::protocol::client_frame::ClientFrame;
 use crate::protocol::frame::Frame;
 use crate::protocol::ws_codec::{self, Inbound};
+use crate::protocol::{Channel, Transport};
 use crate::registry::{Conn, DirectWrite, Outgoing, Pushed};
 
 /// Why a request is not a WebSocket handshake we accept.
@@ -260,13 +261,23 @@ enum Stop {
 async fn serve(gw: &Gateway, conn: &Arc<Conn>, mut socket: Socket, prefetched: Bytes) {
     gateway::fault_point(conn);
     let mut inbound = Inbound::new(gw.websocket_config());
+    let mut deferred = Deferred::default();
     let mut batch = VecDeque::new();
-    let mut stop = on_bytes(gw, conn, &mut inbound, &prefetched).err();
+    let mut stop = on_bytes(gw, conn, &mut inbound, &mut deferred, &prefetched).err();
     drop(prefetched);
     let end = loop {
         if let Some(stop) = stop.take() {
             last_words(conn, &mut socket, &mut inbound, stop).await;
             break End::Gone;
+        }
+        if deferred.waiting.is_some() {
+            // Nothing more is read until the held messages are handled.
+            tokio::select! {
+                biased;
+                () = conn.killed() => break End::Gone,
+                released = release_deferred(gw, conn, &mut inbound, &mut deferred) => stop = released.err(),
+            }
+            continue;
         }
         tokio::select! {
             biased;
@@ -283,7 +294,7 @@ async fn serve(gw: &Gateway, conn: &Arc<Conn>, mut socket: Socket, prefetched: B
                 }
                 conn.outbound.done_writing();
             }
-            read = read_some(gw, conn, &mut socket, &mut inbound) => stop = read.err(),
+            read = read_some(gw, conn, &mut socket, &mut inbound, &mut deferred) => stop = read.err(),
         }
     };
     if end == End::Closing {
@@ -292,7 +303,7 @@ async fn serve(gw: &Gateway, conn: &Arc<Conn>, mut socket: Socket, prefetched: B
             tokio::select! {
                 biased;
                 () = conn.killed() => break,
-                read = read_some(gw, conn, &mut socket, &mut inbound) => if read.is_err() { break },
+                read = read_some(gw, conn, &mut socket, &mut inbound, &mut deferred) => if read.is_err() { break },
             }
         }
     }
@@ -307,13 +318,14 @@ async fn read_some(
     conn: &Arc<Conn>,
     socket: &mut Socket,
     inbound: &mut Inbound,
+    deferred: &mut Deferred,
 ) -> Result<(), Stop> {
     std::future::poll_fn(|cx| {
         let mut chunk = [0u8; READ_CHUNK_BYTES];
         let mut buf = ReadBuf::new(&mut chunk);
         match ready!(socket.poll_read(cx, &mut buf)) {
             Ok(()) if buf.filled().is_empty() => Poll::Ready(Err(Stop::Gone)),
-            Ok(()) => Poll::Ready(on_bytes(gw, conn, inbound, buf.filled())),
+            Ok(()) => Poll::Ready(on_bytes(gw, conn, inbound, deferred, buf.filled())),
             Err(err) => {
                 trace!(conn_id = conn.id, error = %err, "read failed");
                 Poll::Ready(Err(Stop::Gone))
@@ -329,11 +341,13 @@ fn on_bytes(
     gw: &Gateway,
     conn: &Arc<Conn>,
     inbound: &mut Inbound,
+    deferred: &mut Deferred,
     bytes: &[u8],
 ) -> Result<(), Stop> {
     let mut input = bytes;
     let result = loop {
         match inbound.next_message(&mut input) {
+            Ok(Some(message)) if deferred.waiting.is_some() => deferred.messages.push_back(message),
             Ok(Some(message)) => {
                 // A pong owed for a ping read before this message goes out
                 // before its answer (RFC 6455 section 5.5.3: as soon as
@@ -343,8 +357,10 @@ fn on_bytes(
                 {
                     conn.outbound.push_raw(replies);
                 }
-                if let Err(stop) = on_message(gw, conn, message) {
-                    break Err(stop);
+                match on_message(gw, conn, message) {
+                    Ok(Next::Done) => {}
+                    Ok(Next::Wait(channel)) => deferred.waiting = Some(channel),
+                    Err(stop) => break Err(stop),
                 }
             }
             Ok(None) => break Ok(()),
@@ -366,6 +382,15 @@ fn on_bytes(
             },
         }
     };
+    // A protocol error after a held `subscribe` ends the connection once
+    // what came before it was handled.
+    let result = match result {
+        Err(stop) if deferred.waiting.is_some() => {
+            deferred.stop = Some(stop);
+            Ok(())
+        }
+        result => result,
+    };
     if result.is_ok()
         && let Some(replies) = inbound.take_replies()
     {
@@ -374,20 +399,85 @@ fn on_bytes(
     result
 }
 
+/// What handling a client message left to do.
+#[derive(Debug, PartialEq, Eq)]
+enum Next {
+    /// Answered (or nothing to answer).
+    Done,
+    /// A `subscribe` to a channel the bus does not hear yet: join once it
+    /// does, and hold what the client sent after it until then.
+    Wait(Channel),
+}
+
+/// Client messages held behind a `subscribe` that waits for the bus to
+/// hear its channel (a Redis Cluster node subscribes first), so the
+/// client's messages are still answered in order and `subscribed` comes
+/// only when the channel's messages will follow.
+#[derive(Debug, Default)]
+struct Deferred {
+    /// The channel the held `subscribe` waits for.
+    waiting: Option<Channel>,
+    /// What the client sent after it.
+    messages: VecDeque<Message>,
+    /// How reading stopped after them, if it did.
+    stop: Option<Stop>,
+}
+
+/// Longest wait for the bus to hear a channel a `subscribe` asked for;
+/// past it the connection joins anyway (the bus then tells it it may have
+/// missed messages).
+const LISTEN_LIMIT: Duration = Duration::from_secs(5);
+
+/// Joins the channel a held `subscribe` waits for once the bus hears it
+/// (or [`LISTEN_LIMIT`] passed), then handles what the client sent after
+/// it, in order, until another `subscribe` has to wait or none is left.
+async fn release_deferred(
+    gw: &Gateway,
+    conn: &Arc<Conn>,
+    inbound: &mut Inbound,
+    deferred: &mut Deferred,
+) -> Result<(), Stop> {
+    while let Some(channel) = deferred.waiting.take() {
+        if tokio::time::timeout(LISTEN_LIMIT, gw.bus.listen(&channel)).await != Ok(true) {
+            debug!(conn_id = conn.id, channel = %channel, "joining a channel the bus may not hear yet");
+        }
+        if let Err(refused) = open::join_channel(gw, conn, &channel) {
+            answer(conn, &refused);
+        }
+        while deferred.waiting.is_none()
+            && let Some(message) = deferred.messages.pop_front()
+        {
+            if !message.is_close()
+                && let Some(replies) = inbound.take_replies()
+            {
+                conn.outbound.push_raw(replies);
+            }
+            if let Next::Wait(channel) = on_message(gw, conn, message)? {
+                deferred.waiting = Some(channel);
+            }
+        }
+    }
+    deferred.stop.take().map_or(Ok(()), Err)
+}
+
 /// Answers one client message.
-fn on_message(gw: &Gateway, conn: &Arc<Conn>, message: Message) -> Result<(), Stop> {
+fn on_message(gw: &Gateway, conn: &Arc<Conn>, message: Message) -> Result<Next, Stop> {
     conn.touch(gw.now_ms());
     let reply = match message {
         Message::Text(text) => match ClientFrame::parse(&text) {
             ClientFrame::Ping => Frame::pong(),
-            ClientFrame::Subscribe(name) => match open::subscribe(gw, conn, &name) {
+            ClientFrame::Subscribe(name) => match open::subscribe_check(gw, conn, &name) {
+                Ok(channel) if !gw.bus.hears(&channel) => return Ok(Next::Wait(channel)),
                 // `subscribed` is queued by the registry, in order with the
                 // channel's messages.
-                Ok(()) => return Ok(()),
+                Ok(channel) => match open::join_channel(gw, conn, &channel) {
+                    Ok(()) => return Ok(Next::Done),
+                    Err(refused) => refused,
+                },
                 Err(refused) => refused,
             },
             ClientFrame::Unsubscribe(name) => match open::unsubscribe(gw, conn, &name) {
-                Ok(()) => return Ok(()),
+                Ok(()) => return Ok(Next::Done),
                 Err(refused) => refused,
             },
             ClientFrame::Refresh(token) => open::refresh(gw, conn, &token),
@@ -405,17 +495,21 @@ fn on_message(gw: &Gateway, conn: &Arc<Conn>, message: Message) -> Result<(), St
         },
         Message::Binary(_) => Frame::error("unsupported", "binary frames are not supported"),
         Message::Close(_) => return Err(Stop::ClientClosed),
-        Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => return Ok(()),
+        Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => return Ok(Next::Done),
     };
-    // Answers go through the queue, so they stay behind queued frames and
-    // count against the same limit.
-    if conn.outbound.push_frame(&reply) == Pushed::Overflowed {
+    answer(conn, &reply);
+    Ok(Next::Done)
+}
+
+/// Queues an answer to the client. Answers go through the queue, so they
+/// stay behind queued frames and count against the same limit.
+fn answer(conn: &Conn, reply: &Frame) {
+    if conn.outbound.push_frame(reply) == Pushed::Overflowed {
         warn!(
             conn_id = conn.id,
             "client flooded frames faster than it read answers"
         );
     }
-    Ok(())
 }
 
 /// Ends the connection on the client's account: answers its close, or

@@ -240,19 +240,31 @@ impl<T: Copy> Wheel<T> {
         out: &mut Vec<Expired<T>>,
     ) -> Poll<()> {
         let visit_list = self.visit_list();
-        let mut spent = 0;
+        let mut left = budget;
+        // One call begins at most `slots` ticks (a longer gap is skipped
+        // to its last turn); more means the visit stopped advancing: a bug,
+        // caught in tests (and mutation runs) rather than looping forever.
+        let mut begun = 0;
         loop {
             let tick = match self.visiting {
                 Some(tick) => tick,
                 None if self.elapsed >= target => return Poll::Ready(()),
-                None => self.begin_visit(target),
+                None => {
+                    begun += 1;
+                    debug_assert!(
+                        begun <= self.slots(),
+                        "wheel stuck: {begun} ticks begun in one poll, elapsed {}, target {target}",
+                        self.elapsed
+                    );
+                    self.begin_visit(target)
+                }
             };
             let target = target.max(tick);
             while self.heads[visit_list] != NIL {
-                if spent == budget {
+                if left == 0 {
                     return Poll::Pending;
                 }
-                spent += 1;
+                left -= 1;
                 let index = self.heads[visit_list];
                 self.unlink(index);
                 let entry = &mut self.entries[index as usize];

@@ -11,7 +11,7 @@ use super::{EntryKey, Expired, StaleKey, Wheel};
 /// wheel that stays pending past a generous bound fails the test instead
 /// of hanging it.
 fn drain(wheel: &mut Wheel<u64>, target: u64, budget: usize) -> Vec<Expired<u64>> {
-    const MAX_CALLS: usize = 1_000_000;
+    const MAX_CALLS: usize = 10_000;
     let mut out = Vec::new();
     for _ in 0..MAX_CALLS {
         if wheel.poll_expired(target, budget, &mut out).is_ready() {
@@ -157,6 +157,57 @@ fn budget_of_one_drains_a_crowd_one_entry_per_call() {
         assert!(calls <= 1_000, "still pending after {calls} calls");
     }
     assert_eq!(out.len(), 100);
+}
+
+#[test]
+fn the_accessors_follow_inserts_fires_cancels_and_removes() {
+    let mut wheel = Wheel::with_capacity(16, 4);
+    assert_eq!(wheel.slots(), 16);
+    assert!(wheel.is_empty());
+    assert_eq!((wheel.len(), wheel.armed(), wheel.elapsed()), (0, 0, 0));
+    let a = wheel.insert(3, 1);
+    let b = wheel.insert(20, 2);
+    assert!(!wheel.is_empty());
+    assert_eq!((wheel.len(), wheel.armed()), (2, 2));
+    assert_eq!(
+        (wheel.deadline(a), wheel.seq(a), wheel.get(b)),
+        (Some(3), Some(0), Some(&2))
+    );
+    assert_eq!(values(&drain(&mut wheel, 5, 100)), [1]);
+    assert_eq!(wheel.elapsed(), 5);
+    assert_eq!(wheel.deadline(a), None, "a fired entry is idle");
+    assert_eq!(wheel.poll_expired(2, 100, &mut Vec::new()), Poll::Ready(()));
+    assert_eq!(wheel.elapsed(), 5, "a target behind is the tick reached");
+    assert_eq!(wheel.cancel(b), Ok(1));
+    assert_eq!((wheel.armed(), wheel.deadline(b)), (0, None));
+    assert_eq!(
+        wheel.cancel(b),
+        Ok(2),
+        "cancelling an idle entry moves its seq"
+    );
+    assert_eq!(wheel.remove(a), Some(1));
+    assert_eq!(wheel.remove(b), Some(2));
+    assert!(wheel.is_empty());
+    let c = wheel.insert(9, 3);
+    assert_eq!(
+        (wheel.seq(c), wheel.len(), wheel.seq(a)),
+        (Some(0), 1, None)
+    );
+}
+
+#[test]
+fn removing_an_armed_entry_disarms_it() {
+    let mut wheel = Wheel::new(8);
+    let keys: Vec<_> = (0..3).map(|i| wheel.insert(4, i)).collect();
+    assert_eq!(wheel.remove(keys[1]), Some(1));
+    assert_eq!((wheel.len(), wheel.armed()), (2, 2));
+    assert_eq!(values(&drain(&mut wheel, 4, 100)), [2, 0]);
+}
+
+#[test]
+#[should_panic(expected = "power of two")]
+fn slots_that_are_not_a_power_of_two_are_refused() {
+    let _ = Wheel::<u64>::new(12);
 }
 
 /// What a test does to the wheel and to the reference model alike.
@@ -373,8 +424,17 @@ impl Check {
     }
 }
 
+/// 10,000 cases, or `PROPTEST_CASES` when set (the mutation run lowers
+/// it: a mutant that only the long run would notice is worth a table test).
+fn model_cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|cases| cases.parse().ok())
+        .unwrap_or(10_000)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(10_000))]
+    #![proptest_config(ProptestConfig::with_cases(model_cases()))]
 
     #[test]
     fn wheel_matches_the_reference_model(ops in prop::collection::vec(op(), 1..80)) {

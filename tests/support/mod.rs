@@ -209,10 +209,12 @@ pub(crate) fn token(user: &str, ttl_secs: u64) -> String {
     pushgate::auth::token::mint(SECRET.as_bytes(), &user, exp)
 }
 
-/// The next text frame as JSON (skipping pings/pongs), within `limit`.
+/// The next text frame as JSON (skipping pings/pongs), within `limit` in
+/// all: heartbeat pings do not extend the wait.
 pub(crate) async fn next_json(ws: &mut Ws, limit: Duration) -> serde_json::Value {
+    let deadline = tokio::time::Instant::now() + limit;
     loop {
-        let msg = tokio::time::timeout(limit, ws.next())
+        let msg = tokio::time::timeout_at(deadline, ws.next())
             .await
             .expect("a frame in time")
             .expect("stream open")
@@ -300,6 +302,8 @@ pub(crate) fn raw_status(answer: &str) -> u16 {
         .unwrap_or_else(|| panic!("not an HTTP answer: {answer:?}"))
 }
 
+/// A local Redis Cluster (redis_sharded*).
+pub(crate) mod cluster;
 /// Helpers for the ws_* tests (raw handshakes and frames, metrics, waiting).
 pub(crate) mod redis;
 pub(crate) mod ws;

@@ -24,6 +24,17 @@ impl Process {
     /// `RUST_LOG` variables of the test's own environment, plus `env`.
     /// Stdout and stderr go to separate files.
     pub(crate) fn start(name: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::start_in(ROOT.as_ref(), name, args, env)
+    }
+
+    /// `start`, in working directory `dir` (where `./config.toml` is
+    /// looked for).
+    pub(crate) fn start_in(
+        dir: &std::path::Path,
+        name: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let file = |stream: &str| {
@@ -34,7 +45,7 @@ impl Process {
         };
         let (stdout, stderr) = (file("stdout"), file("stderr"));
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_pushgate"));
-        cmd.args(args).current_dir(ROOT);
+        cmd.args(args).current_dir(dir);
         for (var, _) in std::env::vars_os() {
             let var_name = var.to_string_lossy();
             if var_name.starts_with("PUSHGATE_") || var_name == "RUST_LOG" {

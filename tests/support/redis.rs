@@ -1,9 +1,10 @@
 //! Redis for the cluster tests: the real server at 127.0.0.1:6379, a key
 //! prefix of the test's own, and private servers a test may stop.
 
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use pushgate::config::{BrokerKind, Config};
 
@@ -62,19 +63,26 @@ impl PrivateRedis {
         Self::start_with(Some(password.to_owned()))
     }
 
+    /// Picks a free port and starts a server there; a port another
+    /// process took between the pick and the server's bind is given up
+    /// for another, so the server the test talks to is always its own.
     fn start_with(password: Option<String>) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .expect("free port")
-            .local_addr()
-            .expect("addr")
-            .port();
-        let mut redis = Self {
-            port,
-            password,
-            child: None,
-        };
-        redis.restart();
-        redis
+        for _ in 0..5 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .expect("free port")
+                .local_addr()
+                .expect("addr")
+                .port();
+            let mut redis = Self {
+                port,
+                password: password.clone(),
+                child: None,
+            };
+            if redis.try_start() {
+                return redis;
+            }
+        }
+        panic!("no private redis started on any of 5 free ports");
     }
 
     /// Its URL, with the password if it has one.
@@ -87,6 +95,17 @@ impl PrivateRedis {
 
     /// Starts it again on the same port (after `stop`).
     pub(crate) fn restart(&mut self) {
+        assert!(
+            self.try_start(),
+            "private redis did not start again on port {}",
+            self.port
+        );
+    }
+
+    /// Starts redis-server on `self.port` and waits (5 s at most) until
+    /// the server answering there is this child; false if it exited (the
+    /// port was taken) or never answered.
+    fn try_start(&mut self) -> bool {
         let mut args = vec![
             "--port".to_owned(),
             self.port.to_string(),
@@ -100,20 +119,55 @@ impl PrivateRedis {
         if let Some(password) = &self.password {
             args.extend(["--requirepass".to_owned(), password.clone()]);
         }
-        let child = Command::new("redis-server")
+        let mut child = Command::new("redis-server")
             .args(&args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("redis-server runs");
-        self.child = Some(child);
-        for _ in 0..100 {
-            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if child.try_wait().expect("try_wait").is_some() {
+                return false;
+            }
+            if self.answering_pid() == Some(child.id()) {
+                self.child = Some(child);
+                return true;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        panic!("private redis did not start");
+        let _ = child.kill();
+        let _ = child.wait();
+        false
+    }
+
+    /// The `process_id` of the Redis answering on `self.port`, if one does.
+    fn answering_pid(&self) -> Option<u32> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        stream
+            .set_read_timeout(Some(Duration::from_millis(500)))
+            .ok()?;
+        let mut request = String::new();
+        if let Some(password) = &self.password {
+            request.push_str(&format!("AUTH {password}\r\n"));
+        }
+        request.push_str("INFO server\r\n");
+        stream.write_all(request.as_bytes()).ok()?;
+        let mut answer = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = stream.read(&mut buf).ok()?;
+            if n == 0 {
+                return None;
+            }
+            answer.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&answer);
+            if let Some((_, rest)) = text.split_once("process_id:")
+                && let Some((pid, _)) = rest.split_once("\r\n")
+            {
+                return pid.parse().ok();
+            }
+        }
     }
 
     /// Kills it (losing every key, as a Redis without persistence does).

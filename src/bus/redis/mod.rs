@@ -23,7 +23,7 @@
 //! | `P:bus` | the pub/sub channel |
 //! | `P:presence:<node>`, `P:nodes` | connection counts per node, node heartbeats |
 
-mod presence;
+pub(crate) mod presence;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -43,7 +43,7 @@ use super::fanout::Fanout;
 use super::resume::Resume;
 use super::{Bus, BusError, ChannelMembers, Open, Opened, Publish, Published, PushTarget};
 use crate::config::BrokerConfig;
-use crate::history::Cursor;
+use crate::history::{Cursor, Position};
 use crate::metrics::Counters;
 use crate::protocol::frame::{Frame, Stream, message_parts};
 use crate::protocol::{Channel, Transport, UserId};
@@ -102,13 +102,14 @@ struct Shared {
     counters: Counters,
     history_size: usize,
     ttl_ms: u64,
-    presence_ttl_ms: u64,
     /// The epoch and the last sequence number delivered on this node
     /// (advanced by the fan-out thread as it delivers).
     position: Arc<Mutex<Cursor>>,
     /// Delivers what the subscriber receives, in order, off the runtime.
     fanout: Fanout,
     ready: AtomicBool,
+    /// Cluster-wide presence, on the same Redis.
+    presence_keys: Arc<presence::Presence<ConnectionManager>>,
     publish: Script,
     resume: Script,
     presence: mpsc::UnboundedSender<(UserId, i64)>,
@@ -164,6 +165,12 @@ impl RedisBus {
         let epoch = ensure_epoch(&mut conn, &keys).await.map_err(unavailable)?;
         let seq: Option<u64> = conn.get(&keys.seq).await.map_err(unavailable)?;
         let (presence_tx, presence_rx) = mpsc::unbounded_channel();
+        let presence_keys = Arc::new(presence::Presence {
+            conn: conn.clone(),
+            prefix: config.key_prefix.clone(),
+            registry: Arc::clone(&registry),
+            ttl_ms: crate::clamp::millis(config.presence_ttl()),
+        });
         let fanout = Fanout::start(Arc::clone(&registry)).map_err(|err| {
             BusError::Unavailable(format!("cannot start the fan-out thread: {err}"))
         })?;
@@ -175,10 +182,10 @@ impl RedisBus {
             counters,
             history_size,
             ttl_ms,
-            presence_ttl_ms: crate::clamp::millis(config.presence_ttl()),
             position: Arc::new(Mutex::new(Cursor::new(epoch, seq.unwrap_or(0)))),
             fanout,
             ready: AtomicBool::new(false),
+            presence_keys,
             publish: Script::new(include_str!("publish.lua")),
             resume: Script::new(include_str!("resume.lua")),
             presence: presence_tx,
@@ -188,7 +195,7 @@ impl RedisBus {
         let (memberships_tx, memberships_rx) = mpsc::unbounded_channel();
         shared.registry.watch_channels(memberships_tx);
         let presence = tokio::spawn(presence::run(
-            Arc::clone(&shared),
+            Arc::clone(&shared.presence_keys),
             presence_rx,
             memberships_rx,
             config.presence_ttl(),
@@ -294,48 +301,19 @@ impl Shared {
     }
 
     /// Delivers one published message to this node's connections.
-    /// Payload: `<seq>\n<cursor>\n<target>\n<frame JSON>`, the target `*`,
-    /// user ids joined by `,`, or `#<channel>`.
     fn deliver(&self, payload: &[u8]) {
-        let mut parts = payload.splitn(4, |b| *b == b'\n');
-        let (Some(seq), Some(cursor), Some(target), Some(json)) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
+        metrics::counter!(crate::metrics::names::BUS_MESSAGES_RECEIVED_TOTAL).increment(1);
+        let Some(message) = BusMessage::parse(payload) else {
             warn!("redis: malformed bus message");
             return;
         };
-        let parsed = std::str::from_utf8(seq)
-            .ok()
-            .and_then(|s| s.parse::<u64>().ok());
-        let cursor_text = std::str::from_utf8(cursor).unwrap_or("");
-        let (Some(seq), Ok(cursor)) = (parsed, cursor_text.parse::<Cursor>()) else {
-            warn!("redis: malformed bus message header");
-            return;
-        };
-        let Some(frame) = Frame::message_from_json(seq, cursor_text, Bytes::copy_from_slice(json))
+        let Some(frame) =
+            Frame::message_from_json(message.cursor.seq, message.cursor_text, message.json)
         else {
             warn!("redis: bus message is not UTF-8");
             return;
         };
-        let target = if target == b"*" {
-            PushTarget::Broadcast
-        } else if let Some(name) = target.strip_prefix(b"#") {
-            let name = std::str::from_utf8(name).unwrap_or("");
-            match Channel::parse(name) {
-                Ok(channel) => PushTarget::Channels(vec![channel]),
-                Err(_) => {
-                    warn!("redis: bus message for a malformed channel");
-                    return;
-                }
-            }
-        } else {
-            let users: Vec<UserId> = std::str::from_utf8(target)
-                .unwrap_or("")
-                .split(',')
-                .filter_map(|u| UserId::parse(u).ok())
-                .collect();
-            PushTarget::Users(users)
-        };
+        let cursor = message.cursor;
         let position = Arc::clone(&self.position);
         let then = Box::new(move || {
             let mut position = position.lock();
@@ -343,7 +321,7 @@ impl Shared {
                 *position = cursor;
             }
         });
-        self.fanout.deliver(frame, target, Some(then));
+        self.fanout.deliver(frame, message.target, Some(then));
     }
 
     async fn publish(&self, message: Publish) -> Result<Published, BusError> {
@@ -424,7 +402,7 @@ impl Shared {
         }
         Ok(Published {
             id: message.id,
-            cursor,
+            cursor: Position::single(cursor),
             users,
             channels,
             duplicate: fresh == 0,
@@ -480,7 +458,7 @@ impl Shared {
         let user = open.user.clone();
         let suffix = suffix_of(&open.channels);
         let covered = open.covered();
-        let (cursor, transport) = (open.cursor, open.transport);
+        let (cursor, transport) = (open.cursor.clone(), open.transport);
         let attached = open.attach(&self.registry)?;
         let _ = self.presence.send((user.clone(), 1));
         let Some(cursor) = cursor else {
@@ -492,7 +470,7 @@ impl Shared {
             shared: self,
             conn: &attached.conn,
         };
-        let read = self.read(&user, &covered, cursor).await;
+        let read = self.read(&user, &covered, cursor.first()).await;
         std::mem::forget(unopened);
         let (complete, position, history) = match read {
             Ok(read) => read,
@@ -530,6 +508,53 @@ impl Shared {
     }
 }
 
+/// A message as published on the bus: `<seq>\n<cursor>\n<target>\n<frame
+/// JSON>`, the target `*`, user ids joined by `,`, or `#<channel>`.
+#[derive(Debug)]
+pub(crate) struct BusMessage<'a> {
+    /// Its position.
+    pub cursor: Cursor,
+    /// The position as written in the frame.
+    pub cursor_text: &'a str,
+    /// Who it is for.
+    pub target: PushTarget,
+    /// The frame, as encoded by the publisher.
+    pub json: Bytes,
+}
+
+impl<'a> BusMessage<'a> {
+    /// Reads one; `None` if it is not in that shape.
+    pub(crate) fn parse(payload: &'a [u8]) -> Option<Self> {
+        let mut parts = payload.splitn(4, |b| *b == b'\n');
+        let (seq, cursor_text, target, json) =
+            (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        let seq: u64 = std::str::from_utf8(seq).ok()?.parse().ok()?;
+        let cursor_text = std::str::from_utf8(cursor_text).ok()?;
+        let cursor = cursor_text.parse::<Cursor>().ok()?;
+        if cursor.seq != seq {
+            return None;
+        }
+        let target = if target == b"*" {
+            PushTarget::Broadcast
+        } else if let Some(name) = target.strip_prefix(b"#") {
+            PushTarget::Channels(vec![Channel::parse(std::str::from_utf8(name).ok()?).ok()?])
+        } else {
+            let users: Vec<UserId> = std::str::from_utf8(target)
+                .ok()?
+                .split(',')
+                .filter_map(|u| UserId::parse(u).ok())
+                .collect();
+            PushTarget::Users(users)
+        };
+        Some(Self {
+            cursor,
+            cursor_text,
+            target,
+            json: Bytes::copy_from_slice(json),
+        })
+    }
+}
+
 /// Releases a connection attached by an `open` that did not finish.
 struct Unopened<'a> {
     shared: &'a Shared,
@@ -543,7 +568,7 @@ impl Drop for Unopened<'_> {
 }
 
 /// Frames from an XRANGE reply: `[[id, ['f', frame]], …]`.
-fn entries(epoch: u64, reply: Value) -> impl Iterator<Item = Frame> {
+pub(crate) fn entries(epoch: u64, reply: Value) -> impl Iterator<Item = Frame> {
     let items = match reply {
         Value::Array(items) => items,
         _ => Vec::new(),
@@ -571,8 +596,8 @@ impl Bus for RedisBus {
         Box::pin(self.shared.open(open))
     }
 
-    fn release(&self, conn: &Conn) -> Cursor {
-        self.shared.release(conn)
+    fn release(&self, conn: &Conn) -> Position {
+        Position::single(self.shared.release(conn))
     }
 
     fn detach(&self, conn: &Conn) {
@@ -587,8 +612,8 @@ impl Bus for RedisBus {
         self.shared.ready.load(Ordering::Relaxed)
     }
 
-    fn position(&self) -> Cursor {
-        *self.shared.position.lock()
+    fn position(&self) -> Position {
+        Position::single(*self.shared.position.lock())
     }
 
     fn channel_presence<'a>(
@@ -596,11 +621,15 @@ impl Bus for RedisBus {
         channel: &'a Channel,
         max_listed: usize,
     ) -> BoxFuture<'a, Result<ChannelMembers, BusError>> {
-        Box::pin(presence::channel_members(&self.shared, channel, max_listed))
+        Box::pin(presence::channel_members(
+            &self.shared.presence_keys,
+            channel,
+            max_listed,
+        ))
     }
 
     fn presence(&self, user: &UserId) -> BoxFuture<'_, Result<usize, BusError>> {
         let user = user.clone();
-        Box::pin(async move { presence::count(&self.shared, &user).await })
+        Box::pin(async move { presence::count(&self.shared.presence_keys, &user).await })
     }
 }

@@ -7,13 +7,29 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Script;
+use redis::aio::ConnectionLike;
 use tokio::sync::mpsc;
 use tracing::warn;
 
-use super::Shared;
 use crate::bus::{BusError, ChannelMembers};
 use crate::protocol::{Channel, UserId};
-use crate::registry::MembershipChange;
+use crate::registry::{MembershipChange, Registry};
+
+/// What the presence task and queries need: a connection to Redis (one
+/// Redis, or a cluster: every presence key is under `prefix`, which on a
+/// cluster is a hash tag, so the scripts stay on one slot), the registry
+/// to snapshot, and how long a node's counts outlive it.
+#[derive(Debug)]
+pub(crate) struct Presence<C> {
+    /// Where the counts are kept.
+    pub conn: C,
+    /// Prefix of every presence key.
+    pub prefix: String,
+    /// This node's connections.
+    pub registry: Arc<Registry>,
+    /// How long a node's counts outlive its last heartbeat, in ms.
+    pub ttl_ms: u64,
+}
 
 /// Replaces the node's hash with a snapshot and records its heartbeat.
 /// KEYS[1] the node's hash, KEYS[2] the nodes zset; ARGV[1] node, ARGV[2]
@@ -100,23 +116,23 @@ end
 return out
 ";
 
-fn nodes_key(shared: &Shared) -> String {
-    format!("{}:nodes", shared.keys.prefix)
+fn nodes_key<C>(presence: &Presence<C>) -> String {
+    format!("{}:nodes", presence.prefix)
 }
 
 /// The node's presence task: applies changes as they come, and re-sends
 /// the whole snapshot every third of the ttl (which also heals counts a
 /// Redis outage made stale).
-pub(super) async fn run(
-    shared: Arc<Shared>,
+pub(crate) async fn run<C: ConnectionLike + Clone + Send + Sync>(
+    shared: Arc<Presence<C>>,
     mut changes: mpsc::UnboundedReceiver<(UserId, i64)>,
     mut memberships: mpsc::UnboundedReceiver<MembershipChange>,
     ttl: Duration,
 ) {
     let node = format!("{:016x}", rand::random::<u64>());
-    let hash = format!("{}:presence:{node}", shared.keys.prefix);
-    let channel_prefix = format!("{}:cp:{node}:", shared.keys.prefix);
-    let channel_set = format!("{}:cpn:{node}", shared.keys.prefix);
+    let hash = format!("{}:presence:{node}", shared.prefix);
+    let channel_prefix = format!("{}:cp:{node}:", shared.prefix);
+    let channel_set = format!("{}:cpn:{node}", shared.prefix);
     let ttl_ms = crate::clamp::millis(ttl);
     let heartbeat = Script::new(HEARTBEAT);
     let change = Script::new(CHANGE);
@@ -181,17 +197,17 @@ pub(super) async fn run(
 }
 
 /// Who is in `channel` over every live node.
-pub(super) async fn channel_members(
-    shared: &Shared,
+pub(crate) async fn channel_members<C: ConnectionLike + Clone + Send + Sync>(
+    shared: &Presence<C>,
     channel: &Channel,
     max_listed: usize,
 ) -> Result<ChannelMembers, BusError> {
     let mut conn = shared.conn.clone();
     let pairs: Vec<(String, u64)> = Script::new(CHANNEL_MEMBERS)
         .key(nodes_key(shared))
-        .arg(&shared.keys.prefix)
+        .arg(&shared.prefix)
         .arg(channel.as_str())
-        .arg(shared.presence_ttl_ms)
+        .arg(shared.ttl_ms)
         .invoke_async(&mut conn)
         .await
         .map_err(|err| BusError::Unavailable(err.to_string()))?;
@@ -207,13 +223,16 @@ pub(super) async fn channel_members(
 }
 
 /// A user's connections over every live node.
-pub(super) async fn count(shared: &Shared, user: &UserId) -> Result<usize, BusError> {
+pub(crate) async fn count<C: ConnectionLike + Clone + Send + Sync>(
+    shared: &Presence<C>,
+    user: &UserId,
+) -> Result<usize, BusError> {
     let mut conn = shared.conn.clone();
     Script::new(COUNT)
         .key(nodes_key(shared))
-        .arg(&shared.keys.prefix)
+        .arg(&shared.prefix)
         .arg(user.as_str())
-        .arg(shared.presence_ttl_ms)
+        .arg(shared.ttl_ms)
         .invoke_async::<u64>(&mut conn)
         .await
         .map(|n| n as usize)

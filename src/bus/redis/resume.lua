@@ -4,6 +4,12 @@
 -- KEYS[1] epoch   KEYS[2] sequence   KEYS[3] age watermark
 -- KEYS[4..] the streams: broadcast, the user's, then each channel's
 -- ARGV[1] the cursor's epoch   ARGV[2] the cursor's sequence number
+-- On a Redis Cluster (one shard of the sequence; bus/cluster): ARGV[3] the
+-- node's barrier channel in the shard, ARGV[4] the barrier's payload. The
+-- barrier is SPUBLISHed in the same atomic step: it reaches the node after
+-- every message of the shard published before this read. There a cursor
+-- past the sequence means the shard lost writes (a failover before they
+-- were replicated): not complete.
 -- Returns {complete (0/1), epoch, current sequence, entries of KEYS[4], of KEYS[5], ...};
 -- entries are {id, {'f', frame}}.
 --
@@ -14,11 +20,19 @@
 
 local epoch = redis.call('GET', KEYS[1]) or ''
 local current = tonumber(redis.call('GET', KEYS[2]) or '0')
+local sharded = ARGV[3] ~= nil
+if sharded then
+  redis.call('SPUBLISH', ARGV[3], ARGV[4] .. '\n' .. epoch .. '-' .. string.format('%d', current))
+end
 if epoch ~= ARGV[1] then
   return {0, epoch, current}
 end
 local after = tonumber(ARGV[2]) or 0
-if after > current then after = current end
+local lost = false
+if after > current then
+  after = current
+  lost = sharded
+end
 local aged = tonumber(redis.call('GET', KEYS[3]) or '0')
 
 -- A stream covers the cursor if nothing after it was dropped. A stream that
@@ -36,6 +50,7 @@ local function covers(stream)
 end
 
 local complete = 1
+if lost then complete = 0 end
 local from = '(' .. string.format('%d', after) .. '-0'
 local reply = {0, epoch, current}
 for k = 4, #KEYS do

@@ -260,3 +260,48 @@ describe('demo page', () => {
     await context.close();
   });
 });
+
+describe('token refresh', () => {
+  test('a WebSocket refreshes its token in place and keeps receiving', async () => {
+    const context = await browser.newContext();
+    const page = await newPage(context);
+    await page.goto(`${gateway.url}/`);
+    const user = `refresh-${process.pid}`;
+    // A refresh due almost at once (0.01 % of an hour: 0.36 s), without
+    // jitter, so the test sees several within a few seconds.
+    await page.evaluate(async (uid) => {
+      const { Pushgate } = await import('/pushgate.js');
+      window.refreshLog = { tokens: 0, statuses: [], messages: [], errors: [] };
+      const log = window.refreshLog;
+      window.refreshClient = new Pushgate(location.origin, {
+        transports: ['ws'],
+        refreshRatio: 0.0001,
+        refreshJitter: 0,
+        getToken: async () => {
+          log.tokens += 1;
+          const answer = await fetch('/demo/token', {
+            method: 'POST',
+            headers: { 'Content-Type': 'application/json' },
+            body: JSON.stringify({ user: uid }),
+          });
+          return (await answer.json()).token;
+        },
+        onStatus: (s) => log.statuses.push(`${s.state}/${s.transport}`),
+        onMessage: (m) => log.messages.push(m.data),
+        onError: (e) => log.errors.push(e.code),
+      }).connect();
+    }, user);
+    const log = () => page.evaluate(() => window.refreshLog);
+    await waitFor(async () => (await log()).tokens >= 4, { what: 'three refreshes', timeoutMs: 20000 });
+    const id = nextId('refresh');
+    await gateway.push({ to: [user], id, data: { title: 'after refreshes' } });
+    await waitFor(async () => (await log()).messages.some((d) => d?.title === 'after refreshes'),
+      { what: 'the push after refreshes' });
+    const seen = await log();
+    assert.deepEqual(seen.statuses, ['connecting/ws', 'connected/ws'], 'one connection, never reconnected');
+    assert.deepEqual(seen.errors, []);
+    await page.evaluate(() => window.refreshClient.close());
+    assert.deepEqual(page.errors, []);
+    await context.close();
+  });
+});

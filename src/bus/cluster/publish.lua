@@ -1,0 +1,91 @@
+-- Numbers the messages of a push that fall in one shard of the sequence,
+-- records them in their streams' history and SPUBLISHes each to its
+-- stream's sharded channel: one atomic step on one hash slot (every key and
+-- channel here carries the shard's hash tag), so no node sees a message
+-- live that history lacks, or the reverse.
+--
+-- KEYS[1] sequence   KEYS[2] epoch   KEYS[3] age watermark   KEYS[4] publish times (zset)
+-- KEYS[5] idempotency key (unused when ARGV[5] ~= '1')   KEYS[6..] history streams
+-- ARGV[1] epoch to create if none   ARGV[2] frame head   ARGV[3] history size
+-- ARGV[4] ttl ms   ARGV[5] '1' if the push id is an idempotency key
+-- ARGV[6] index in KEYS of the first stream that expires with the ttl
+-- ARGV[7] number of messages; then per message: its frame tail, its number
+--   of streams N, and N pairs (sharded channel, target): one stream in
+--   KEYS per pair, in order. A personal push is one message to each
+--   user's stream; a push to channels is one message per channel.
+-- Payload published: '<seq>\n<epoch>-<seq>\n<target>\n<frame>'.
+-- Returns {1, cursor of the last message} for a new push, {0, what the first
+-- returned} for a duplicate.
+
+local ttl = tonumber(ARGV[4])
+if ARGV[5] == '1' then
+  local first = redis.call('GET', KEYS[5])
+  if first then return {0, first} end
+end
+
+local epoch = redis.call('GET', KEYS[2])
+if not epoch then
+  epoch = ARGV[1]
+  redis.call('SET', KEYS[2], epoch)
+end
+
+-- Age: the newest message published before now - ttl is the watermark.
+local time = redis.call('TIME')
+local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local cutoff = now_ms - ttl
+local aged = tonumber(redis.call('GET', KEYS[3]) or '0')
+local old = redis.call('ZREVRANGEBYSCORE', KEYS[4], '(' .. cutoff, '-inf', 'LIMIT', 0, 1)
+if old[1] then
+  aged = math.max(aged, tonumber(old[1]))
+  redis.call('SET', KEYS[3], aged)
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', '(' .. cutoff)
+end
+
+-- Drops are XDELs, so each stream's max-deleted-entry-id says what it lost.
+local function drop(stream, entries)
+  for i = 1, #entries, 500 do
+    local ids = {}
+    for j = i, math.min(i + 499, #entries) do ids[#ids + 1] = entries[j][1] end
+    redis.call('XDEL', stream, unpack(ids))
+  end
+end
+
+local size = tonumber(ARGV[3])
+local first_expiring = tonumber(ARGV[6])
+local function record(k, seq, frame)
+  if size == 0 then return end
+  local stream = KEYS[k]
+  redis.call('XADD', stream, seq .. '-0', 'f', frame)
+  local len = redis.call('XLEN', stream)
+  if len > size then
+    drop(stream, redis.call('XRANGE', stream, '-', '+', 'COUNT', len - size))
+  end
+  if aged > 0 then
+    drop(stream, redis.call('XRANGE', stream, '-', string.format('%d', aged) .. '-0'))
+  end
+  if k >= first_expiring then redis.call('PEXPIRE', stream, ttl) end
+end
+
+local seq, cursor
+local k = 6
+local a = 8
+for _ = 1, tonumber(ARGV[7]) do
+  -- Formatted with '%d': tostring() would print 1e14 and up as '1e+14'.
+  seq = string.format('%d', redis.call('INCR', KEYS[1]))
+  cursor = epoch .. '-' .. seq
+  local frame = ARGV[2] .. cursor .. ARGV[a]
+  local streams = tonumber(ARGV[a + 1])
+  a = a + 2
+  for _ = 1, streams do
+    record(k, seq, frame)
+    redis.call('SPUBLISH', ARGV[a], seq .. '\n' .. cursor .. '\n' .. ARGV[a + 1] .. '\n' .. frame)
+    k = k + 1
+    a = a + 2
+  end
+end
+redis.call('ZADD', KEYS[4], now_ms, seq)
+
+if ARGV[5] == '1' then
+  redis.call('SET', KEYS[5], cursor, 'PX', ttl)
+end
+return {1, cursor}

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# A local Redis Cluster on loopback: 3 masters and 3 replicas, each
+# `redis-server --cluster-enabled yes` on a free port, in a temporary
+# directory. Used by the Rust tests (tests/support/cluster.rs) and by
+# loadtest/cluster.sh.
+#
+#   tests/cluster/redis-cluster.sh start DIR   starts the six servers in DIR, forms the
+#                                               cluster, waits until it is ok, prints the
+#                                               six ports (masters first) on one line
+#   tests/cluster/redis-cluster.sh stop DIR    stops every server started in DIR (by pid)
+#
+# Needs redis-server and redis-cli 7 or newer (sharded pub/sub).
+set -euo pipefail
+
+cmd=${1:?usage: redis-cluster.sh start|stop DIR}
+dir=${2:?usage: redis-cluster.sh start|stop DIR}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+case "$cmd" in
+start)
+  mkdir -p "$dir"
+  ports=()
+  while [ "${#ports[@]}" -lt 6 ]; do
+    port=$(free_port)
+    # The cluster bus takes port + 10000: it must be free too, and below 65536.
+    if [ "$port" -gt 55000 ]; then continue; fi
+    case " ${ports[*]:-} " in *" $port "*) continue ;; esac
+    node="$dir/$port"
+    mkdir -p "$node"
+    if ! redis-server --port "$port" --bind 127.0.0.1 --cluster-enabled yes \
+        --cluster-config-file "$node/nodes.conf" --cluster-node-timeout 2000 \
+        --cluster-replica-validity-factor 0 \
+        --dir "$node" --appendonly no --save '' --daemonize yes \
+        --pidfile "$node/redis.pid" --logfile "$node/redis.log" >/dev/null; then
+      continue
+    fi
+    ports+=("$port")
+  done
+  for port in "${ports[@]}"; do
+    for _ in $(seq 100); do
+      redis-cli -p "$port" ping >/dev/null 2>&1 && break
+      sleep 0.1
+    done
+  done
+  hosts=()
+  for port in "${ports[@]}"; do hosts+=("127.0.0.1:$port"); done
+  redis-cli --cluster create "${hosts[@]}" --cluster-replicas 1 --cluster-yes >"$dir/create.log" 2>&1
+  for port in "${ports[@]}"; do
+    ok=false
+    for _ in $(seq 200); do
+      if redis-cli -p "$port" cluster info 2>/dev/null | grep -q 'cluster_state:ok'; then
+        ok=true; break
+      fi
+      sleep 0.1
+    done
+    $ok || { echo "cluster node $port never reached cluster_state:ok" >&2; exit 1; }
+  done
+  # Replicas in sync with their masters, so a master killed right away
+  # fails over.
+  for port in "${ports[@]}"; do
+    if redis-cli -p "$port" info replication | grep -q '^role:slave'; then
+      ok=false
+      for _ in $(seq 200); do
+        if redis-cli -p "$port" info replication | grep -q 'master_link_status:up'; then
+          ok=true; break
+        fi
+        sleep 0.1
+      done
+      $ok || { echo "replica $port never synced with its master" >&2; exit 1; }
+    fi
+  done
+  # Masters first: the ports in the order of `cluster nodes`' roles.
+  masters=$(redis-cli -p "${ports[0]}" cluster nodes | awk '/master/ {split($2, a, "[:@]"); print a[2]}' | sort -n)
+  replicas=$(redis-cli -p "${ports[0]}" cluster nodes | awk '/slave/ {split($2, a, "[:@]"); print a[2]}' | sort -n)
+  echo $masters $replicas
+  ;;
+stop)
+  for pidfile in "$dir"/*/redis.pid; do
+    [ -f "$pidfile" ] || continue
+    kill "$(cat "$pidfile")" 2>/dev/null || true
+  done
+  ;;
+*)
+  echo "usage: redis-cluster.sh start|stop DIR" >&2
+  exit 2
+  ;;
+esac

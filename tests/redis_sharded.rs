@@ -1,0 +1,415 @@
+//! Three gateway nodes on a Redis Cluster of 3 masters and 3 replicas
+//! (`[broker] cluster = true`), started by the test on loopback ports:
+//! streams sharded over the masters, each node subscribed only to the
+//! streams its connections are in, delivery exactly once on every
+//! transport, resume on another node.
+
+mod support;
+
+use std::time::Duration;
+
+use futures_util::SinkExt;
+use pushgate::protocol::Transport;
+use serde_json::json;
+use support::browser::{Sse, poll_frames, poll_path, spawn_get, sse_path, wait_for_connections};
+use support::cluster::LocalCluster;
+use support::{Gateway, next_json};
+use tokio_tungstenite::tungstenite::Message;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+async fn nodes(cluster: &LocalCluster, test: &str) -> [Gateway; 3] {
+    let prefix = support::redis::prefix(test);
+    [
+        Gateway::start(cluster.config(&prefix)).await,
+        Gateway::start(cluster.config(&prefix)).await,
+        Gateway::start(cluster.config(&prefix)).await,
+    ]
+}
+
+/// Waits until `check` holds, polling, or fails with `what`.
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !check() {
+        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broadcast_personal_and_channel_messages_reach_every_transport_once() {
+    let Some(cluster) = LocalCluster::start("deliver") else {
+        return;
+    };
+    let [a, b, c] = nodes(&cluster, "deliver").await;
+    let mut ws_b = b.connect("alice").await;
+    let mut sse_c = Sse::open(c.addr, &sse_path("bob", None), &[]).await;
+    wait_for_connections(&c, Transport::Sse, 1, WAIT).await;
+
+    let resp = a.push(&json!({"to": "*", "data": "everyone"})).await;
+    assert_eq!(resp.status, 202, "{:?}", resp.body);
+    assert_eq!(next_json(&mut ws_b, WAIT).await["data"], "everyone");
+    assert_eq!(sse_c.next_json(WAIT).await["data"], "everyone");
+
+    let resp = a.push(&json!({"to": ["alice"], "data": "for alice"})).await;
+    assert_eq!(resp.status, 202, "{:?}", resp.body);
+    let frame = next_json(&mut ws_b, WAIT).await;
+    assert_eq!(
+        (frame["stream"].as_str(), frame["data"].as_str()),
+        (Some("user"), Some("for alice"))
+    );
+    let resp = c.push(&json!({"to": ["bob"], "data": "for bob"})).await;
+    assert_eq!(resp.status, 202, "{:?}", resp.body);
+    assert_eq!(sse_c.next_json(WAIT).await["data"], "for bob");
+
+    // A long-poll on the third node, parked, answered by a broadcast.
+    let poll = spawn_get(a.addr, poll_path("carol", None), Vec::new());
+    wait_for_connections(&a, Transport::Poll, 1, WAIT).await;
+    b.push(&json!({"to": "*", "data": "second"})).await;
+    let polled = poll_frames(&poll.await.expect("poll"));
+    assert_eq!(polled.len(), 1, "{polled:?}");
+    assert_eq!(polled[0]["data"], "second");
+    // Exactly once: each client's next frame is the next message.
+    assert_eq!(next_json(&mut ws_b, WAIT).await["data"], "second");
+    assert_eq!(sse_c.next_json(WAIT).await["data"], "second");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_subscribes_only_to_the_streams_its_connections_are_in() {
+    let Some(cluster) = LocalCluster::start("interest") else {
+        return;
+    };
+    let prefix = support::redis::prefix("interest");
+    let a = Gateway::start(open_channels(&cluster, &prefix)).await;
+    let b = Gateway::start(open_channels(&cluster, &prefix)).await;
+    let shards = pushgate::ClusterLayout::new(&prefix, 8);
+    let alice = shards.user_channel("alice");
+    let broadcast = shards.broadcast_channel();
+    assert_eq!(cluster.shard_subscribers(&alice), 0);
+    assert_eq!(
+        cluster.shard_subscribers(&broadcast),
+        2,
+        "every node hears broadcasts"
+    );
+    let mut ws = a.connect("alice").await;
+    assert_eq!(
+        cluster.shard_subscribers(&alice),
+        1,
+        "only node a, where alice is"
+    );
+    let resp = b.push(&json!({"to": ["alice"], "data": "hi"})).await;
+    assert_eq!(resp.status, 202, "{:?}", resp.body);
+    assert_eq!(next_json(&mut ws, WAIT).await["data"], "hi");
+    drop(ws);
+    eventually("alice's connection released", || {
+        a.state.inspect().connections == 0
+    })
+    .await;
+    assert_eq!(
+        cluster.shard_subscribers(&alice),
+        1,
+        "kept a while for a quick return"
+    );
+
+    // A `subscribe` frame to a channel new to node a: answered once a
+    // hears the channel, so what is pushed next arrives, with no `recover`.
+    let news = shards.channel_channel("news");
+    assert_eq!(cluster.shard_subscribers(&news), 0);
+    let mut bob = a.connect("bob").await;
+    bob.send(Message::text(
+        json!({"type": "subscribe", "channel": "news"}).to_string(),
+    ))
+    .await
+    .expect("subscribe sent");
+    assert_eq!(
+        next_json(&mut bob, WAIT).await,
+        json!({"type": "subscribed", "channel": "news"})
+    );
+    assert_eq!(
+        cluster.shard_subscribers(&news),
+        1,
+        "node a subscribed before it answered `subscribed`"
+    );
+    let resp = b
+        .push(&json!({"to": {"channels": ["news"]}, "data": "first"}))
+        .await;
+    assert_eq!(resp.status, 202, "{:?}", resp.body);
+    let frame = next_json(&mut bob, WAIT).await;
+    assert_eq!(
+        (frame["type"].as_str(), frame["data"].as_str()),
+        (Some("message"), Some("first")),
+        "the first frame after `subscribed` is the message: {frame}"
+    );
+}
+
+/// A config on `cluster` where every channel is public.
+fn open_channels(cluster: &LocalCluster, prefix: &str) -> pushgate::config::Config {
+    let mut c = cluster.config(prefix);
+    c.channels.public = vec!["*".into()];
+    c
+}
+
+/// A channel name whose stream is on another master than `user`'s.
+fn channel_elsewhere(
+    cluster: &LocalCluster,
+    layout: &pushgate::ClusterLayout,
+    user: &str,
+) -> String {
+    let home = cluster.master_of(cluster.keyslot(&layout.user_history(user)));
+    (0..1000)
+        .map(|n| format!("room{n}"))
+        .find(|name| cluster.master_of(cluster.keyslot(&layout.channel_history(name))) != home)
+        .expect("8 shards over 3 masters: some channel is elsewhere")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_resumes_its_user_channel_and_broadcast_streams_on_another_node_once() {
+    let Some(cluster) = LocalCluster::start("resume") else {
+        return;
+    };
+    let prefix = support::redis::prefix("resume");
+    let a = Gateway::start(open_channels(&cluster, &prefix)).await;
+    let b = Gateway::start(open_channels(&cluster, &prefix)).await;
+    let layout = pushgate::ClusterLayout::new(&prefix, 8);
+    let room = channel_elsewhere(&cluster, &layout, "alice");
+    // The streams of one user and one channel on different masters.
+    assert_ne!(
+        cluster.master_of(cluster.keyslot(&layout.user_history("alice"))),
+        cluster.master_of(cluster.keyslot(&layout.channel_history(&room)))
+    );
+    let url = |gw: &Gateway, cursor: Option<&str>| {
+        let mut query = format!("token={}&channels={room}", support::token("alice", 3600));
+        if let Some(cursor) = cursor {
+            query.push_str(&format!("&cursor={cursor}"));
+        }
+        gw.ws_url(&query)
+    };
+    let (mut ws, _) = tokio_tungstenite::connect_async(url(&a, None))
+        .await
+        .expect("ws");
+    let pushes = [
+        json!({"to": "*", "data": 1}),
+        json!({"to": ["alice"], "data": 2}),
+        json!({"to": {"channels": [room.clone()]}, "data": 3}),
+    ];
+    let mut cursor = String::new();
+    for (n, push) in pushes.iter().enumerate() {
+        let resp = b.push(push).await;
+        assert_eq!(resp.status, 202, "{:?}", resp.body);
+        let frame = next_json(&mut ws, WAIT).await;
+        assert_eq!(frame["data"], n + 1, "{frame}");
+        cursor = frame["cursor"].as_str().expect("cursor").to_owned();
+    }
+    assert_eq!(
+        cursor.split('~').next().map(|p| p.split('.').count()),
+        Some(8),
+        "{cursor}"
+    );
+    drop(ws);
+    eventually("alice gone from a", || a.state.inspect().connections == 0).await;
+    // Missed while away: one of each stream, then one more of each.
+    for round in 0..2 {
+        for (n, push) in pushes.iter().enumerate() {
+            let mut push = push.clone();
+            push["data"] = json!(10 * (round + 1) + n + 1);
+            let resp = a.push(&push).await;
+            assert_eq!(resp.status, 202, "{:?}", resp.body);
+        }
+    }
+    let (mut ws, _) = tokio_tungstenite::connect_async(url(&b, Some(&cursor)))
+        .await
+        .expect("ws resumes");
+    let recover = next_json(&mut ws, WAIT).await;
+    assert_eq!(
+        (recover["type"].as_str(), recover["complete"].as_bool()),
+        (Some("recover"), Some(true)),
+        "{recover}"
+    );
+    let mut got = Vec::new();
+    for _ in 0..6 {
+        got.push(
+            next_json(&mut ws, WAIT).await["data"]
+                .as_u64()
+                .expect("number"),
+        );
+    }
+    let mut sorted = got.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, [11, 12, 13, 21, 22, 23], "each once: {got:?}");
+    // In publish order per stream.
+    for stream in [1, 2, 3] {
+        let of: Vec<u64> = got.iter().copied().filter(|d| d % 10 == stream).collect();
+        assert_eq!(of, [10 + stream, 20 + stream], "{got:?}");
+    }
+    let resp = a
+        .push(&json!({"to": {"channels": [room.clone()]}, "data": 99}))
+        .await;
+    assert_eq!(resp.status, 202);
+    assert_eq!(
+        next_json(&mut ws, WAIT).await["data"],
+        99,
+        "live after the resume, once"
+    );
+}
+
+/// Reads frames until one with `data` comes, returning those before it;
+/// fails after 40 s in all (heartbeats alone never end the wait).
+async fn frames_until(ws: &mut support::Ws, data: &serde_json::Value) -> Vec<serde_json::Value> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
+    let mut before = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        assert!(
+            !left.is_zero(),
+            "{data} never came; frames meanwhile: {before:?}"
+        );
+        let frame = next_json(ws, left).await;
+        if &frame["data"] == data {
+            return before;
+        }
+        before.push(frame);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_killed_fails_over_and_its_streams_go_on_without_a_gateway_restart() {
+    let Some(cluster) = LocalCluster::start("failover") else {
+        return;
+    };
+    let prefix = support::redis::prefix("failover");
+    let a = Gateway::start(cluster.config(&prefix)).await;
+    let b = Gateway::start(cluster.config(&prefix)).await;
+    let layout = pushgate::ClusterLayout::new(&prefix, 8);
+    let mut alice = b.connect("alice").await;
+    let resp = a.push(&json!({"to": ["alice"], "data": "before"})).await;
+    assert_eq!(resp.status, 202, "{:?}", resp.body);
+    assert_eq!(next_json(&mut alice, WAIT).await["data"], "before");
+
+    let master = cluster.master_of(cluster.keyslot(&layout.user_history("alice")));
+    cluster.kill(master);
+    // 503 while no master holds the slot, then accepted again once the
+    // replica is promoted: no gateway restarted.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
+    let mut refused = 0;
+    let mut accepted = Vec::new();
+    let mut n = 0;
+    while accepted.len() < 3 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "pushes never accepted again ({refused} refused)"
+        );
+        n += 1;
+        let resp = a.push(&json!({"to": ["alice"], "data": n})).await;
+        match resp.status.as_u16() {
+            202 => accepted.push(n),
+            503 => refused += 1,
+            other => panic!("push answered {other}: {:?}", resp.body),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        refused > 0,
+        "the push right after the kill should find no master"
+    );
+    assert_ne!(
+        cluster.master_of(cluster.keyslot(&layout.user_history("alice"))),
+        master,
+        "a replica took over"
+    );
+    // Every accepted push reaches alice exactly once, in order, on the
+    // connection she had through the failover.
+    let mut got = Vec::new();
+    for frame in frames_until(&mut alice, &json!(accepted[accepted.len() - 1])).await {
+        if frame["type"] == "message" {
+            got.push(frame["data"].as_u64().expect("number"));
+        }
+    }
+    got.push(accepted[accepted.len() - 1]);
+    assert_eq!(got, accepted, "each accepted push once, in order");
+    let resp = a.push(&json!({"to": ["alice"], "data": "after"})).await;
+    assert_eq!(resp.status, 202, "{:?}", resp.body);
+    assert_eq!(next_json(&mut alice, WAIT).await["data"], "after");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reshard_under_pushes_loses_nothing_and_delivers_each_once() {
+    let Some(cluster) = LocalCluster::start("reshard") else {
+        return;
+    };
+    let prefix = support::redis::prefix("reshard");
+    let a = Gateway::start(cluster.config(&prefix)).await;
+    let b = Gateway::start(cluster.config(&prefix)).await;
+    let layout = pushgate::ClusterLayout::new(&prefix, 8);
+    let slot = cluster.keyslot(&layout.broadcast_channel());
+    let from = cluster.master_of(slot);
+    let masters = cluster.masters();
+    let source = masters
+        .iter()
+        .find(|(_, port)| *port == from)
+        .expect("source")
+        .0
+        .clone();
+    let target = masters
+        .iter()
+        .find(|(_, port)| *port != from)
+        .expect("target")
+        .clone();
+    let mut ws = b.connect("alice").await;
+
+    let pusher = tokio::spawn(async move {
+        let mut accepted = Vec::new();
+        for n in 0..150_u64 {
+            let resp = a.push(&json!({"to": "*", "data": n})).await;
+            match resp.status.as_u16() {
+                202 => accepted.push(n),
+                503 => {}
+                other => panic!("push answered {other}: {:?}", resp.body),
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        accepted
+    });
+    // Every slot of the source master up to the broadcast stream's moves.
+    let seed = format!("127.0.0.1:{}", cluster.ports[0]);
+    let slots = (slot + 1).to_string();
+    let (source_id, target_id) = (source.clone(), target.0.clone());
+    let reshard = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("redis-cli")
+            .args(["--cluster", "reshard", &seed, "--cluster-from", &source_id])
+            .args([
+                "--cluster-to",
+                &target_id,
+                "--cluster-slots",
+                &slots,
+                "--cluster-yes",
+            ])
+            .output()
+            .expect("redis-cli runs")
+    });
+    let out = reshard.await.expect("reshard");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        cluster.master_of(slot),
+        target.1,
+        "the broadcast stream's slot moved"
+    );
+    let accepted = pusher.await.expect("pusher");
+    assert!(
+        accepted.len() > 100,
+        "most pushes accepted: {}",
+        accepted.len()
+    );
+    let last = json!(accepted[accepted.len() - 1]);
+    let mut got: Vec<u64> = frames_until(&mut ws, &last)
+        .await
+        .into_iter()
+        .filter(|f| f["type"] == "message")
+        .map(|f| f["data"].as_u64().expect("number"))
+        .collect();
+    got.push(accepted[accepted.len() - 1]);
+    assert_eq!(got, accepted, "each accepted push once, in order");
+}
