@@ -273,6 +273,11 @@ async fn frames_until(ws: &mut support::Ws, data: &serde_json::Value) -> Vec<ser
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_master_killed_fails_over_and_its_streams_go_on_without_a_gateway_restart() {
+    // The gateways' logs, shown if the test fails.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("pushgate=debug,redis=warn")
+        .with_test_writer()
+        .try_init();
     let Some(cluster) = LocalCluster::start("failover") else {
         return;
     };
@@ -329,6 +334,59 @@ async fn a_master_killed_fails_over_and_its_streams_go_on_without_a_gateway_rest
     let resp = a.push(&json!({"to": ["alice"], "data": "after"})).await;
     assert_eq!(resp.status, 202, "{:?}", resp.body);
     assert_eq!(next_json(&mut alice, WAIT).await["data"], "after");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manual_failover_under_pushes_loses_nothing_and_delivers_each_once() {
+    // The gateways' logs, shown if the test fails.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("pushgate=debug,redis=warn")
+        .with_test_writer()
+        .try_init();
+    let Some(cluster) = LocalCluster::start("manual-failover") else {
+        return;
+    };
+    let prefix = support::redis::prefix("manual-failover");
+    let a = Gateway::start(cluster.config(&prefix)).await;
+    let b = Gateway::start(cluster.config(&prefix)).await;
+    let layout = pushgate::ClusterLayout::new(&prefix, 8);
+    let slot = cluster.keyslot(&layout.user_history("alice"));
+    let mut alice = b.connect("alice").await;
+    let resp = a.push(&json!({"to": ["alice"], "data": 0})).await;
+    assert_eq!(resp.status, 202, "{:?}", resp.body);
+    assert_eq!(next_json(&mut alice, WAIT).await["data"], 0);
+
+    // An operator's failover (maintenance): the replica takes over, the
+    // old master turns replica; pushes go on meanwhile.
+    let master = cluster.master_of(slot);
+    let replica = cluster.replica_of(master);
+    assert_eq!(cluster.cli_at(replica, &["cluster", "failover"]), "OK");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
+    let mut accepted = Vec::new();
+    let mut n = 0;
+    while cluster.master_of(slot) != replica || accepted.len() < 5 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the failover or the pushes never completed (accepted {accepted:?})"
+        );
+        n += 1;
+        let resp = a.push(&json!({"to": ["alice"], "data": n})).await;
+        match resp.status.as_u16() {
+            202 => accepted.push(n),
+            503 => {}
+            other => panic!("push answered {other}: {:?}", resp.body),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let last = json!(accepted[accepted.len() - 1]);
+    let mut got = Vec::new();
+    for frame in frames_until(&mut alice, &last).await {
+        if frame["type"] == "message" {
+            got.push(frame["data"].as_u64().expect("number"));
+        }
+    }
+    got.push(accepted[accepted.len() - 1]);
+    assert_eq!(got, accepted, "each accepted push once, in order");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,18 +15,39 @@ set -euo pipefail
 cmd=${1:?usage: redis-cluster.sh start|stop DIR}
 dir=${2:?usage: redis-cluster.sh start|stop DIR}
 
+# A port free now whose cluster bus port (port + 10000, below 65536) is
+# free too.
 free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+  python3 - <<'PY'
+import socket
+while True:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    if port + 10000 < 65536:
+        bus = socket.socket()
+        try:
+            bus.bind(("127.0.0.1", port + 10000))
+        except OSError:
+            s.close()
+            continue
+        bus.close()
+        s.close()
+        print(port)
+        break
+    s.close()
+PY
 }
 
 case "$cmd" in
 start)
   mkdir -p "$dir"
   ports=()
+  # A port taken between the check and the start (a busy machine opens
+  # ephemeral ports all the time) makes the daemonized server exit: a node
+  # that never answers is given up and another port tried.
   while [ "${#ports[@]}" -lt 6 ]; do
     port=$(free_port)
-    # The cluster bus takes port + 10000: it must be free too, and below 65536.
-    if [ "$port" -gt 55000 ]; then continue; fi
     case " ${ports[*]:-} " in *" $port "*) continue ;; esac
     node="$dir/$port"
     mkdir -p "$node"
@@ -37,13 +58,17 @@ start)
         --pidfile "$node/redis.pid" --logfile "$node/redis.log" >/dev/null; then
       continue
     fi
-    ports+=("$port")
-  done
-  for port in "${ports[@]}"; do
+    up=false
     for _ in $(seq 100); do
-      redis-cli -p "$port" ping >/dev/null 2>&1 && break
+      if redis-cli -p "$port" ping >/dev/null 2>&1; then up=true; break; fi
       sleep 0.1
     done
+    if $up; then
+      ports+=("$port")
+    else
+      [ -f "$node/redis.pid" ] && kill "$(cat "$node/redis.pid")" 2>/dev/null
+      mv "$node" "$node.failed"
+    fi
   done
   hosts=()
   for port in "${ports[@]}"; do hosts+=("127.0.0.1:$port"); done

@@ -136,6 +136,30 @@ impl LocalCluster {
         assert!(status.success(), "kill -KILL {pid}");
     }
 
+    /// The port of a replica of the master on `master`.
+    pub(crate) fn replica_of(&self, master: u16) -> u16 {
+        let nodes = self.cli(&["cluster", "nodes"]);
+        let port_of = |line: &str| -> Option<u16> {
+            line.split_whitespace()
+                .nth(1)?
+                .split([':', '@'])
+                .nth(1)?
+                .parse()
+                .ok()
+        };
+        let id = nodes
+            .lines()
+            .find(|line| port_of(line) == Some(master))
+            .and_then(|line| line.split_whitespace().next())
+            .expect("the master is listed");
+        nodes
+            .lines()
+            .filter(|line| line.contains("slave") && !line.contains("fail"))
+            .find(|line| line.split_whitespace().nth(3) == Some(id))
+            .and_then(port_of)
+            .unwrap_or_else(|| panic!("no replica of {master}:\n{nodes}"))
+    }
+
     /// The node ids of the masters, with their ports.
     pub(crate) fn masters(&self) -> Vec<(String, u16)> {
         self.cli(&["cluster", "nodes"])

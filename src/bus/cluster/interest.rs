@@ -28,6 +28,9 @@ use tracing::warn;
 /// How long a stream nobody here is in stays subscribed.
 pub(crate) const LINGER: Duration = Duration::from_secs(30);
 
+/// Between rounds of a resubscription that failed for some streams.
+const RESUBSCRIBE_PAUSE: Duration = Duration::from_millis(250);
+
 /// One stream's subscription.
 #[derive(Debug, Default)]
 struct Entry {
@@ -161,25 +164,60 @@ impl Interest {
     /// Subscribes again to every stream subscribed (after a connection to
     /// a master was lost or a slot moved: SSUBSCRIBE goes to whichever
     /// master holds the slot now; on a connection that has it already, it
-    /// changes nothing).
-    pub(crate) async fn resubscribe_all(&self) {
+    /// changes nothing). Failures are tried again until `deadline`; a
+    /// stream still failing then counts as not subscribed, so the sweep
+    /// keeps trying and its connections are told they may have missed
+    /// messages. Returns the streams given up on.
+    pub(crate) async fn resubscribe_all(&self, deadline: Instant) -> Vec<String> {
         let _shared = self.gate.read().await;
-        let subscribed: Vec<String> = self
-            .entries
-            .lock()
-            .iter()
-            .filter(|(_, e)| e.subscribed.initialized())
-            .map(|(name, _)| name.clone())
-            .collect();
-        let again = subscribed.iter().map(|name| {
+        let mut left = self.subscribed();
+        loop {
+            let tries = left.iter().map(|name| {
+                let mut conn = self.conn.clone();
+                async move {
+                    match conn.ssubscribe(name.as_str()).await {
+                        Ok(()) => None,
+                        Err(err) => {
+                            warn!(error = %err, channel = %name, "redis cluster: resubscribe failed");
+                            Some(name.clone())
+                        }
+                    }
+                }
+            });
+            left = join_all(tries).await.into_iter().flatten().collect();
+            if left.is_empty() || Instant::now() >= deadline {
+                break;
+            }
+            tokio::time::sleep(RESUBSCRIBE_PAUSE).await;
+        }
+        let mut entries = self.entries.lock();
+        for name in &left {
+            if let Some(entry) = entries.get_mut(name) {
+                entry.subscribed = Arc::default();
+            }
+        }
+        left
+    }
+
+    /// Makes the subscription connections learn where `keys` live now: a
+    /// read of each sent over them, answered MOVED by a master that lost
+    /// the slot (or a replica that took its place), makes the client read
+    /// the cluster's slots again, so later subscriptions go to the new
+    /// master. Without it they would go where the slot was, and a demoted
+    /// master takes a subscription but delivers nothing to it. Sent right
+    /// after the slot's own unsubscribes arrived, when no other push is
+    /// expected on those connections.
+    pub(crate) async fn learn_routes(&self, keys: &[String]) {
+        let reads = keys.iter().map(|key| {
             let mut conn = self.conn.clone();
             async move {
-                if let Err(err) = conn.ssubscribe(name.as_str()).await {
-                    warn!(error = %err, channel = %name, "redis cluster: resubscribe failed");
-                }
+                let _ = redis::cmd("EXISTS")
+                    .arg(key)
+                    .query_async::<i64>(&mut conn)
+                    .await;
             }
         });
-        join_all(again).await;
+        join_all(reads).await;
     }
 
     /// The channels subscribed now.

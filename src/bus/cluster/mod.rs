@@ -22,8 +22,15 @@
 //! fan-out, the `recover` frame and history are queued ahead of the live
 //! frames that came meanwhile, copies of what history carried are dropped
 //! and the others' cursors raised past it.
+//!
+//! Faults: a lost connection to a master, a slot moved away under a
+//! subscription, or a probe that did not come back (`probe`) pauses the
+//! shards concerned; once their masters answer, every stream is subscribed
+//! again and each paused shard is caught up from history, in order, each
+//! message once.
 
 mod interest;
+mod probe;
 pub(crate) mod shards;
 
 use std::collections::{HashMap, HashSet};
@@ -42,6 +49,7 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use self::interest::{Interest, LINGER};
+use self::probe::{Due, Probes};
 use self::shards::{Shards, StreamName};
 use super::fanout::Fanout;
 use super::redis::BusMessage;
@@ -60,11 +68,29 @@ use crate::registry::{AtCapacity, Conn, Outgoing, Registry};
 /// (a failover takes a few node timeouts).
 const RECOVERY_LIMIT: Duration = Duration::from_secs(60);
 
+/// How long a catch-up after a lost subscription waits for its barrier
+/// (sent right after the history read, it comes back in milliseconds unless
+/// the machine or Redis is overloaded). Past it the history read is
+/// delivered anyway, live copies of it are dropped, and the shard is
+/// subscribed again and caught up once more.
+const CATCH_UP_BARRIER_LIMIT: Duration = Duration::from_secs(3);
+
 /// How long a resume waits for a shard's barrier to pass the fan-out. It
 /// comes after every message the node received before it, so a node far
 /// behind on delivering (a reconnect storm on a busy machine) takes
 /// seconds; past this the shard resumes incomplete.
 const BARRIER_LIMIT: Duration = Duration::from_secs(20);
+
+/// How a shard's catch-up went.
+#[derive(Debug, Clone, Copy)]
+struct CaughtUp {
+    /// Every message missed was delivered (else the shard's connections
+    /// are told they may have missed some).
+    whole: bool,
+    /// The catch-up's barrier came back: the shard's subscriptions
+    /// deliver.
+    confirmed: bool,
+}
 
 /// What the node and its tasks share.
 struct Shared {
@@ -76,7 +102,6 @@ struct Shared {
     counters: Counters,
     history_size: usize,
     ttl_ms: u64,
-    timeout: Duration,
     /// Per shard, the last message delivered here (or passed by a
     /// barrier). Locked while a message is handed to the fan-out, so the
     /// fan-out's order is the order positions moved in.
@@ -90,6 +115,13 @@ struct Shared {
     /// meanwhile, delivered after the missed messages. Locked after
     /// `position`.
     paused: Mutex<Vec<Option<Vec<Pending>>>>,
+    /// Per shard, after a catch-up whose barrier did not come in time: how
+    /// far the history it delivered went. Live copies at or below it are
+    /// duplicates, dropped until a message past it arrives. Locked after
+    /// `paused`.
+    read_upto: Mutex<Vec<Option<Cursor>>>,
+    /// Each shard's probe of its own subscriptions.
+    probes: Mutex<Probes>,
     /// A recovery after a lost connection is under way.
     recovering: AtomicBool,
     /// Another loss came during it: run it again.
@@ -144,25 +176,33 @@ impl ClusterBus {
         } else {
             config.urls.clone()
         };
+        // Two connections per master: one for subscriptions and one for
+        // commands. A master sends an SUNSUBSCRIBE of its own when a slot
+        // leaves it (a failover, a reshard); the client takes such a push
+        // for the reply to the oldest request in flight on its connection,
+        // so on a shared connection every later reply would go to the
+        // wrong command. Only (un)subscribes are in flight on the first.
         let (push_tx, push_rx) = mpsc::unbounded_channel::<PushInfo>();
-        let client = ClusterClientBuilder::new(seeds)
+        let subscriber = ClusterClientBuilder::new(seeds.clone())
             .use_protocol(redis::ProtocolVersion::RESP3)
             .push_sender(push_tx)
             .connection_timeout(config.timeout())
             .response_timeout(config.timeout())
             .build()
             .map_err(unavailable)?;
+        let commands = ClusterClientBuilder::new(seeds)
+            .use_protocol(redis::ProtocolVersion::RESP3)
+            .connection_timeout(config.timeout())
+            .response_timeout(config.timeout())
+            .build()
+            .map_err(unavailable)?;
         let deadline = crate::clamp::from_now(Duration::from_secs(config.start_wait_secs));
-        let conn = loop {
-            match client.get_async_connection().await {
-                Ok(conn) => break conn,
-                Err(err) if tokio::time::Instant::now() < deadline => {
-                    warn!(error = %err, "redis cluster unreachable; retrying");
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                }
-                Err(err) => return Err(unavailable(err)),
-            }
-        };
+        let subscriptions = first_connection(&subscriber, deadline)
+            .await
+            .map_err(unavailable)?;
+        let conn = first_connection(&commands, deadline)
+            .await
+            .map_err(unavailable)?;
         let shards = Shards::new(&config.key_prefix, config.shards);
         let mut positions = Vec::with_capacity(shards.count());
         for shard in 0..shards.count() {
@@ -183,7 +223,7 @@ impl ClusterBus {
             ttl_ms: crate::clamp::millis(config.presence_ttl()),
         });
         let shared = Arc::new(Shared {
-            interest: Interest::new(conn.clone()),
+            interest: Interest::new(subscriptions),
             conn,
             shards,
             node: format!("{:016x}", rand::random::<u64>()),
@@ -191,12 +231,16 @@ impl ClusterBus {
             counters,
             history_size,
             ttl_ms,
-            timeout: config.timeout(),
             position: Mutex::new(Position::new(positions)),
             fanout,
             barriers: Mutex::new(HashMap::new()),
             next_barrier: AtomicU64::new(1),
             paused: Mutex::new(vec![None; config.shards.max(1)]),
+            read_upto: Mutex::new(vec![None; config.shards.max(1)]),
+            probes: Mutex::new(Probes::new(
+                config.shards.max(1),
+                tokio::time::Instant::now(),
+            )),
             recovering: AtomicBool::new(false),
             lost_again: AtomicBool::new(false),
             ready: AtomicBool::new(false),
@@ -263,6 +307,23 @@ impl ClusterBus {
     }
 }
 
+/// A connection of `client`, retried every half second until `deadline`.
+async fn first_connection(
+    client: &redis::cluster::ClusterClient,
+    deadline: tokio::time::Instant,
+) -> redis::RedisResult<ClusterConnection> {
+    loop {
+        match client.get_async_connection().await {
+            Ok(conn) => return Ok(conn),
+            Err(err) if tokio::time::Instant::now() < deadline => {
+                warn!(error = %err, "redis cluster unreachable; retrying");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(err) => return Err(err),
+        }
+    }
+}
+
 /// A shard's epoch (created if absent) and last sequence number.
 async fn shard_position(
     conn: &mut ClusterConnection,
@@ -303,6 +364,9 @@ async fn receive(shared: Arc<Shared>, mut pushes: mpsc::UnboundedReceiver<PushIn
             PushKind::Disconnection => {
                 // Messages published meanwhile did not reach this node: hold
                 // back delivery until they are read from history.
+                warn!(
+                    "redis cluster: a connection to a master was lost; catching up once it answers"
+                );
                 metrics::counter!(crate::metrics::names::BUS_RECONNECTS_TOTAL).increment(1);
                 shared.ready.store(false, Ordering::Relaxed);
                 shared.pause(None);
@@ -344,7 +408,8 @@ fn target_of(stream: StreamName<'_>) -> PushTarget {
 
 /// Every second: gives up streams nobody here is in any more, retries
 /// failed subscriptions (telling their connections they may have missed
-/// messages), and updates the subscriptions gauge.
+/// messages), probes the shards' subscriptions, and updates the
+/// subscriptions gauge.
 async fn sweep(shared: Arc<Shared>) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -353,6 +418,7 @@ async fn sweep(shared: Arc<Shared>) {
         for channel in shared.interest.sweep(LINGER).await {
             shared.tell_maybe_missed(Some(&channel));
         }
+        Arc::clone(&shared).probe().await;
         metrics::gauge!(crate::metrics::names::BUS_SUBSCRIPTIONS).set(shared.interest.len() as f64);
     }
 }
@@ -381,6 +447,15 @@ impl Shared {
                 message.json,
             ));
             return;
+        }
+        {
+            let mut read_upto = self.read_upto.lock();
+            if let Some(upto) = read_upto[shard] {
+                if message.cursor.epoch == upto.epoch && message.cursor.seq <= upto.seq {
+                    return;
+                }
+                read_upto[shard] = None;
+            }
         }
         self.hand_over(
             &mut position,
@@ -417,8 +492,15 @@ impl Shared {
     }
 
     /// A barrier (`<token>\n<epoch>-<seq>`): every message of `shard` up to
-    /// that position has been handed to the fan-out.
+    /// that position has been handed to the fan-out. Or the node's probe of
+    /// the shard, back.
     fn on_barrier(&self, shard: usize, payload: &[u8]) {
+        if payload == probe::PAYLOAD {
+            self.probes
+                .lock()
+                .returned(shard, tokio::time::Instant::now());
+            return;
+        }
         let text = String::from_utf8_lossy(payload);
         let Some((token, at)) = text.split_once('\n') else {
             return;
@@ -466,6 +548,43 @@ impl Shared {
         }
     }
 
+    /// Sends the probes due, and recovers the shards whose probe did not
+    /// come back. Nothing while a recovery is under way.
+    async fn probe(self: Arc<Self>) {
+        let now = tokio::time::Instant::now();
+        if self.recovering.load(Ordering::Acquire) {
+            self.probes.lock().restart(now);
+            return;
+        }
+        let due = self.probes.lock().due(now);
+        let mut lost = false;
+        for (shard, due) in due {
+            match due {
+                Due::Send => {
+                    let mut conn = self.conn.clone();
+                    // A failed send is a probe that does not come back.
+                    let _ = redis::cmd("SPUBLISH")
+                        .arg(self.shards.sync(shard, &self.node))
+                        .arg(probe::PAYLOAD)
+                        .query_async::<i64>(&mut conn)
+                        .await;
+                }
+                Due::Lost => {
+                    warn!(
+                        shard,
+                        "redis cluster: a probe of the shard's subscriptions did not come back; renewing them"
+                    );
+                    metrics::counter!(crate::metrics::names::BUS_RECONNECTS_TOTAL).increment(1);
+                    self.pause(Some(shard));
+                    lost = true;
+                }
+            }
+        }
+        if lost {
+            tokio::spawn(self.after_disconnection());
+        }
+    }
+
     /// After a connection to a master was lost, or a slot moved away
     /// under a subscription (delivery from the shards held back by
     /// [`Shared::pause`]): once every shard's master answers again, every
@@ -487,7 +606,17 @@ impl Shared {
                 }
                 tokio::time::sleep(Duration::from_millis(250)).await;
             }
-            self.interest.resubscribe_all().await;
+            let keys: Vec<String> = (0..self.shards.count())
+                .map(|shard| self.shards.seq(shard))
+                .collect();
+            self.interest.learn_routes(&keys).await;
+            let lost = self.interest.resubscribe_all(deadline).await;
+            if !lost.is_empty() {
+                warn!(
+                    streams = lost.len(),
+                    "redis cluster: streams not subscribed again; retried by the sweep"
+                );
+            }
             let paused: Vec<usize> = self
                 .paused
                 .lock()
@@ -496,14 +625,28 @@ impl Shared {
                 .filter(|(_, p)| p.is_some())
                 .map(|(shard, _)| shard)
                 .collect();
-            let caught = join_all(paused.into_iter().map(|shard| self.catch_up(shard))).await;
-            if caught.iter().any(|whole| !whole) {
+            let caught = join_all(paused.iter().map(|shard| self.catch_up(*shard))).await;
+            if caught.iter().any(|c| !c.whole) {
                 self.tell_maybe_missed(None);
+            }
+            // A barrier that did not come back: that shard's subscriptions
+            // may have gone to a node that no longer delivers them (the
+            // topology was still settling). Again, from where it stands.
+            for (shard, caught) in paused.iter().zip(&caught) {
+                if !caught.confirmed {
+                    warn!(
+                        shard,
+                        "redis cluster: shard's subscriptions unconfirmed; subscribing again"
+                    );
+                    self.pause(Some(*shard));
+                    self.lost_again.store(true, Ordering::Release);
+                }
             }
             self.ready.store(true, Ordering::Relaxed);
             if !self.lost_again.load(Ordering::Acquire) {
                 break;
             }
+            tokio::time::sleep(Duration::from_millis(250)).await;
         }
         self.recovering.store(false, Ordering::Release);
     }
@@ -511,9 +654,10 @@ impl Shared {
     /// Delivers what `shard` missed while paused: the history of every
     /// stream subscribed in it after the node's position, then what
     /// arrived meanwhile past that history, and resumes live delivery.
-    /// False if the gap could not be read whole (the shard lost writes in a
-    /// failover, history no longer covers it, or Redis did not answer).
-    async fn catch_up(&self, shard: usize) -> bool {
+    /// Says whether the gap was read whole (not: the shard lost writes in a
+    /// failover, history no longer covers it, or Redis did not answer) and
+    /// whether the barrier proved the subscriptions deliver.
+    async fn catch_up(&self, shard: usize) -> CaughtUp {
         let from = self.position.lock().shards()[shard];
         let channels = self.interest.subscribed();
         let streams: Vec<StreamName<'_>> = channels
@@ -525,7 +669,7 @@ impl Shared {
         let read = self.read_streams(shard, &streams, from, token).await;
         // The barrier follows every message the read covered; it waits in
         // the shard's pending list.
-        let deadline = tokio::time::Instant::now() + self.timeout * 2;
+        let deadline = tokio::time::Instant::now() + CATCH_UP_BARRIER_LIMIT;
         let arrived = read.is_ok()
             && loop {
                 let seen = self.paused.lock()[shard].as_ref().is_none_or(|pending| {
@@ -543,13 +687,23 @@ impl Shared {
             };
         let mut position = self.position.lock();
         let Some(pending) = self.paused.lock()[shard].take() else {
-            return false;
+            return CaughtUp {
+                whole: false,
+                confirmed: true,
+            };
         };
         let (whole, history, upto) = match read {
-            Ok((complete, upto, per_stream)) if arrived => (complete, per_stream, Some(upto)),
-            Ok(_) => {
-                warn!(shard, "redis cluster: catch-up barrier did not arrive");
-                (false, Vec::new(), None)
+            Ok((complete, upto, per_stream)) => {
+                if !arrived {
+                    // What the read covered may still come live: dropped
+                    // then as a duplicate (`read_upto`).
+                    warn!(
+                        shard,
+                        "redis cluster: catch-up barrier late; live copies of what history gave are dropped"
+                    );
+                    self.read_upto.lock()[shard] = Some(upto);
+                }
+                (complete, per_stream, Some(upto))
             }
             Err(err) => {
                 warn!(error = %err, shard, "redis cluster: catch-up read failed");
@@ -601,7 +755,10 @@ impl Shared {
                 }
             }
         }
-        whole
+        CaughtUp {
+            whole,
+            confirmed: arrived,
+        }
     }
 
     /// Whether the master of every shard answers (a read of its sequence,
