@@ -29,6 +29,7 @@
 //! again and each paused shard is caught up from history, in order, each
 //! message once.
 
+mod catch_up;
 mod interest;
 mod probe;
 pub(crate) mod shards;
@@ -48,6 +49,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
+use self::catch_up::{History, Pending, Step};
 use self::interest::{Interest, LINGER};
 use self::probe::{Due, Probes};
 use self::shards::{Shards, StreamName};
@@ -692,7 +694,7 @@ impl Shared {
                 confirmed: true,
             };
         };
-        let (whole, history, upto) = match read {
+        let (whole, history) = match read {
             Ok((complete, upto, per_stream)) => {
                 if !arrived {
                     // What the read covered may still come live: dropped
@@ -703,56 +705,32 @@ impl Shared {
                     );
                     self.read_upto.lock()[shard] = Some(upto);
                 }
-                (complete, per_stream, Some(upto))
+                let messages = streams
+                    .iter()
+                    .zip(per_stream)
+                    .flat_map(|(stream, frames)| {
+                        frames
+                            .into_iter()
+                            .map(|frame| (frame.seq(), target_of(*stream), frame.json().clone()))
+                    })
+                    .collect();
+                (complete, Some(History { upto, messages }))
             }
             Err(err) => {
                 warn!(error = %err, shard, "redis cluster: catch-up read failed");
-                (false, Vec::new(), None)
+                (false, None)
             }
         };
-        if let Some(upto) = upto {
-            if upto.epoch != from.epoch || upto.seq < from.seq {
-                // The shard lost writes (or all of its history): start
-                // again from where it is.
-                position.reset(shard, upto);
-            }
-            let mut missed: Vec<(u64, PushTarget, Frame)> = Vec::new();
-            for (stream, frames) in streams.iter().zip(history) {
-                for frame in frames {
-                    missed.push((frame.seq(), target_of(*stream), frame));
-                }
-            }
-            missed.sort_by_key(|(seq, _, _)| *seq);
-            for (seq, target, frame) in missed {
-                if upto.epoch == from.epoch && seq <= from.seq {
-                    continue;
-                }
-                let at = Cursor::new(upto.epoch, seq);
-                self.hand_over(
-                    &mut position,
-                    shard,
-                    at,
-                    &at.to_string(),
-                    target,
-                    frame.json().clone(),
-                );
-            }
+        let plan = catch_up::plan(from, history, pending, token);
+        if let Some(upto) = plan.reset {
+            position.reset(shard, upto);
         }
-        let mut past_barrier = upto.is_none();
-        for item in pending {
-            match item {
-                Pending::Message(at, text, target, json) => {
-                    // Before the barrier: in the history just delivered.
-                    if past_barrier || upto.is_some_and(|u| at.epoch != u.epoch || at.seq > u.seq) {
-                        self.hand_over(&mut position, shard, at, &text, target, json);
-                    }
+        for step in plan.steps {
+            match step {
+                Step::HandOver(at, text, target, json) => {
+                    self.hand_over(&mut position, shard, at, &text, target, json);
                 }
-                Pending::Barrier(at, t) => {
-                    if t == Some(token) {
-                        past_barrier = true;
-                    }
-                    self.pass_barrier(&mut position, shard, at, t);
-                }
+                Step::Barrier(at, token) => self.pass_barrier(&mut position, shard, at, token),
             }
         }
         CaughtUp {
@@ -1117,15 +1095,6 @@ impl Shared {
 /// One message of a push in one shard: its frame tail, and the streams it
 /// goes to with the target each stream's subscribers see.
 type ShardMessage<'a> = (Bytes, Vec<(StreamName<'a>, String)>);
-
-/// What reached a shard being caught up, in order.
-#[derive(Debug, Clone)]
-enum Pending {
-    /// A message: its position (as a cursor and as written), target, frame.
-    Message(Cursor, String, PushTarget, Bytes),
-    /// A barrier: its position and its token.
-    Barrier(Option<Cursor>, Option<u64>),
-}
 
 /// What the history reads found: per shard read, its position and
 /// messages.
