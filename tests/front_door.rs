@@ -324,6 +324,51 @@ async fn released(gw: &Gateway, what: &str) {
     }
 }
 
+/// Waits until the gateway has read everything `client` sent: nothing
+/// unacknowledged on the client's socket, nothing unread on the gateway's
+/// (Linux: `tx_queue` and `rx_queue` in `/proc/net/tcp`).
+async fn read_by_gateway(gw: &Gateway, client: &Client) {
+    let (server, client) = (
+        gw.addr.port(),
+        client.stream.local_addr().expect("local addr").port(),
+    );
+    let began = Instant::now();
+    loop {
+        let (unsent, _) = tcp_queues(client, server);
+        let (_, unread) = tcp_queues(server, client);
+        if unsent == 0 && unread == 0 {
+            return;
+        }
+        assert!(
+            began.elapsed() < Duration::from_secs(3),
+            "after {:?}: {unsent} bytes not yet at the gateway, {unread} unread by it",
+            began.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// `(tx_queue, rx_queue)` of the IPv4 socket from local port `local` to
+/// remote port `remote`, from `/proc/net/tcp`.
+fn tcp_queues(local: u16, remote: u16) -> (u64, u64) {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp (Linux)");
+    let port = |addr: &str| {
+        let (_, hex) = addr.rsplit_once(':')?;
+        u16::from_str_radix(hex, 16).ok()
+    };
+    let hex = |n: &str| u64::from_str_radix(n, 16).expect("a hex queue size");
+    table
+        .lines()
+        .skip(1)
+        .find_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let mine = port(fields[1]) == Some(local) && port(fields[2]) == Some(remote);
+            let (tx, rx) = fields[4].split_once(':')?;
+            mine.then(|| (hex(tx), hex(rx)))
+        })
+        .unwrap_or_else(|| panic!("no socket :{local} -> :{remote} in /proc/net/tcp"))
+}
+
 /// Opens `request` (a poll or a stream) for `user`, waits until it is
 /// parked, sends `junk` behind it, and leaves as `leaving` says.
 async fn park_then_leave(gw: &Gateway, request: &str, user: &str, junk: usize, leaving: Leaving) {
@@ -332,8 +377,10 @@ async fn park_then_leave(gw: &Gateway, request: &str, user: &str, junk: usize, l
     parked(gw, user, 1).await;
     if junk > 0 {
         client.send(&"j".repeat(junk)).await;
-        // Let the gateway read what it will of it.
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Leave only once the gateway has read all of it (a reset would
+        // otherwise drop unread junk in the kernel, and the gateway would
+        // never meet it).
+        read_by_gateway(gw, &client).await;
     }
     if let Leaving::Reset = leaving {
         client.stream.set_zero_linger().expect("so_linger 0");

@@ -144,6 +144,8 @@ async fn a_push_body_sent_in_pieces_within_the_timeout_is_accepted() {
         .write_all(first.as_bytes())
         .await
         .expect("first half");
+    // The client's own pacing (a body in two pieces 500 ms apart, within
+    // the 3 s body timeout), not a wait for the gateway.
     tokio::time::sleep(Duration::from_millis(500)).await;
     stream
         .write_all(rest.as_bytes())

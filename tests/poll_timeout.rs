@@ -79,6 +79,8 @@ async fn each_parked_poll_of_one_user_times_out_on_its_own_deadline() {
     let began = tokio::time::Instant::now();
     let first = spawn_get(gw.addr, poll_path("carol", None), vec![]);
     support::browser::wait_for_connections(&gw, Transport::Poll, 1, WAIT).await;
+    // The client's own pacing, not a wait for the gateway: the second poll
+    // comes 500 ms after the first is parked, so the two deadlines differ.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let second_began = tokio::time::Instant::now();
     let second = spawn_get(gw.addr, poll_path("carol", None), vec![]);

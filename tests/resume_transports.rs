@@ -286,7 +286,12 @@ async fn resuming_while_messages_are_published_leaves_no_gap_and_no_duplicate() 
         let (gw, start, published) = (&gw, start.clone(), &published);
         async move {
             // Join mid-stream, so the resume meets live publishing.
+            let deadline = tokio::time::Instant::now() + WAIT;
             while published.load(std::sync::atomic::Ordering::Relaxed) < TOTAL / 4 {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "{transport:?}: a quarter of the pushes not published within {WAIT:?}"
+                );
                 tokio::time::sleep(Duration::from_millis(2)).await;
             }
             let user = format!("seam-{}", transport.as_str());

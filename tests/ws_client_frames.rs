@@ -195,7 +195,10 @@ async fn any_client_frame_counts_as_activity_past_idle_timeout() {
     for (name, _) in &kinds {
         clients.push(gw.connect(&name.replace(' ', "_")).await);
     }
-    // None of them reads for 4 s (twice idle_timeout); each only writes.
+    // None of them reads for 4 s (twice idle_timeout); each only writes,
+    // every 500 ms. The sleep is the clients' pacing, not a wait for the
+    // gateway: whether each connection lived is shown by its marker below,
+    // read under a deadline, with a `close` failing the test.
     for _ in 0..8 {
         for (ws, (_, msg)) in clients.iter_mut().zip(&kinds) {
             ws.send(msg.clone()).await.expect("sent");

@@ -387,6 +387,11 @@ fn origins_are_star_or_scheme_host_port() {
         ("http://localhost:8080", true),
         ("http://127.0.0.1:3000", true),
         ("http://[::1]:8080", true),
+        ("http://[::1]", true),
+        ("chrome-extension+v1.x://abc", true),
+        ("1http://app.example.com", false),
+        ("ht_tp://app.example.com", false),
+        ("http://[::1]8080", false),
         ("app.example.com", false),
         ("https://app.example.com/", false),
         ("https://app.example.com?x=1", false),
@@ -909,4 +914,93 @@ fn the_connect_proxy_keys_come_from_the_environment_and_hide_passwords() {
     assert_eq!(unset.auth.connect_proxy_url, None);
     assert_eq!(unset.auth.connect_proxy_timeout_ms, 1000);
     assert_eq!(unset.auth.connect_proxy_concurrency, 64);
+}
+
+#[test]
+fn public_channel_patterns_are_names_optionally_ending_in_a_star() {
+    let (longest, too_long) = ("c".repeat(128), "c".repeat(129));
+    for pattern in [
+        "news",
+        "product.*",
+        "*",
+        "a:b@c-d_e.f",
+        "x*",
+        longest.as_str(),
+    ] {
+        let mut config = valid();
+        config.channels.public = vec![pattern.to_owned()];
+        assert!(config.validate().is_ok(), "{pattern:?} is a pattern");
+    }
+    for pattern in ["", "a b", "**", "\u{e9}", "a*b", "a/b*", too_long.as_str()] {
+        let mut config = valid();
+        config.channels.public = vec!["news".to_owned(), pattern.to_owned()];
+        let errors = config.validate().expect_err(pattern);
+        assert_eq!(errors.problems().len(), 1, "{errors}");
+        assert!(
+            errors.problems()[0].starts_with("channels.public[1]: "),
+            "{errors}"
+        );
+    }
+}
+
+#[test]
+fn a_duration_of_exactly_ten_years_is_the_longest_accepted() {
+    let ten_years = 10 * 365 * 86_400;
+    let mut config = valid();
+    config.server.header_timeout_secs = ten_years;
+    config.broker.timeout_ms = ten_years * 1000;
+    config.validate().expect("ten years is accepted");
+    type Edit = fn(&mut Config);
+    let cases: &[(Edit, &str)] = &[
+        (
+            |c| c.server.header_timeout_secs = 10 * 365 * 86_400 + 1,
+            "server.header_timeout_secs",
+        ),
+        (
+            |c| c.broker.timeout_ms = 10 * 365 * 86_400 * 1000 + 1,
+            "broker.timeout_ms",
+        ),
+        (|c| c.broker.timeout_ms = 0, "broker.timeout_ms"),
+    ];
+    for (edit, path) in cases {
+        let mut config = valid();
+        edit(&mut config);
+        let errors = config.validate().expect_err(path);
+        assert_eq!(errors.problems().len(), 1, "{errors}");
+        assert!(
+            errors.problems()[0].starts_with(&format!("{path}: ")),
+            "{errors}"
+        );
+    }
+}
+
+#[test]
+fn cluster_seeds_are_redis_or_rediss_urls() {
+    let mut config = valid();
+    config.broker.kind = BrokerKind::Redis;
+    config.broker.cluster = true;
+    config.broker.urls = vec![
+        "redis://10.0.0.1:7000".to_owned(),
+        "rediss://10.0.0.2:7000".to_owned(),
+    ];
+    config.validate().expect("redis:// and rediss:// seeds");
+    config.broker.urls.push("http://10.0.0.3:7000".to_owned());
+    let errors = config.validate().expect_err("an http:// seed");
+    assert_eq!(errors.problems().len(), 1, "{errors}");
+    assert!(
+        errors.problems()[0].starts_with("broker.urls: "),
+        "{errors}"
+    );
+}
+
+#[test]
+fn metrics_may_listen_anywhere_but_the_main_address() {
+    let mut config = valid();
+    config.server.listen = "127.0.0.1:8080".to_owned();
+    config.metrics.listen = Some("127.0.0.1:9100".to_owned());
+    config.validate().expect("another port");
+    // Port 0 twice is two different ports once bound (as tests do).
+    config.server.listen = "127.0.0.1:0".to_owned();
+    config.metrics.listen = Some("127.0.0.1:0".to_owned());
+    config.validate().expect("port 0 for both");
 }

@@ -136,6 +136,14 @@ mod tests {
     }
 
     #[test]
+    fn a_channel_reads_and_prints_as_the_name_it_was_parsed_from() {
+        let channel = Channel::parse("city:berlin").expect("valid");
+        assert_eq!(channel.as_str(), "city:berlin");
+        assert_eq!(channel.to_string(), "city:berlin");
+        assert_eq!(format!("{channel:?}"), r#"Channel("city:berlin")"#);
+    }
+
+    #[test]
     fn a_list_refuses_empty_items_and_keeps_each_name_once() {
         let names = |raw| {
             Channel::parse_list(raw).map(|l| l.iter().map(|c| c.to_string()).collect::<Vec<_>>())

@@ -802,11 +802,41 @@ mod tests {
                 error("bad_frame", "expected {\"type\":\"ping\"}"),
                 json!({"type":"error","code":"bad_frame","message":"expected {\"type\":\"ping\"}"}),
             ),
+            (
+                membership(FrameKind::Subscribed, "city:berlin"),
+                json!({"type":"subscribed","channel":"city:berlin"}),
+            ),
+            (
+                membership(FrameKind::Unsubscribed, "vip"),
+                json!({"type":"unsubscribed","channel":"vip"}),
+            ),
+            (
+                channel_error("channel_refused", "vip", "not public"),
+                json!({"type":"error","code":"channel_refused","channel":"vip","message":"not public"}),
+            ),
+            (
+                refreshed(1_700_000_000),
+                json!({"type":"refreshed","expires_at":1_700_000_000_u64}),
+            ),
+            (
+                refreshed(u64::MAX),
+                json!({"type":"refreshed","expires_at":u64::MAX}),
+            ),
         ];
         for (bytes, want) in cases {
             assert_eq!(parse(&bytes), want, "{bytes:?}");
             assert!(!bytes.contains(&b'\n'), "compact: {bytes:?}");
         }
+    }
+
+    #[test]
+    fn a_frame_far_longer_than_its_fixed_part_is_written_whole() {
+        let long = "\u{e9}\"x\n".repeat(300);
+        let bytes = channel_error("channel_refused", &long, &long);
+        assert_eq!(
+            parse(&bytes),
+            json!({"type":"error","code":"channel_refused","channel":long,"message":long})
+        );
     }
 
     #[test]
@@ -958,6 +988,21 @@ mod tests {
             "clones share one WebSocket encoding"
         );
         assert_eq!(frame, clone);
+        assert_ne!(frame, Frame::pong(), "frames of other bytes differ");
+        let chunk = frame.sse_chunk();
+        let mut want = format!("{:x}\r\n", a.len()).into_bytes();
+        want.extend_from_slice(&a);
+        want.extend_from_slice(b"\r\n");
+        assert_eq!(
+            chunk.as_ref(),
+            want.as_slice(),
+            "the SSE event as one chunk"
+        );
+        assert_eq!(
+            chunk.as_ptr(),
+            clone.sse_chunk().as_ptr(),
+            "clones share one chunk"
+        );
 
         let cases = [
             (Frame::recover(false, "c"), FrameKind::Recover, Some("c")),
@@ -989,6 +1034,55 @@ mod tests {
 #[cfg(test)]
 mod parts_tests {
     use super::*;
+
+    #[test]
+    fn a_frame_from_another_nodes_json_keeps_its_number_shard_and_cursor() {
+        let json = |cursor: &str| {
+            Bytes::from(format!(
+                r#"{{"type":"message","id":"m","cursor":"{cursor}","stream":"broadcast","data":1}}"#
+            ))
+        };
+        let frame = Frame::message_from_json(7, "c7", json("c7")).expect("UTF-8");
+        assert_eq!(
+            (frame.seq(), frame.shard(), frame.cursor()),
+            (7, 0, Some("c7"))
+        );
+        assert_eq!(frame.json(), &json("c7"));
+        let sharded = Frame::shard_message(3, 9, "c9", json("c9")).expect("UTF-8");
+        assert_eq!(
+            (sharded.seq(), sharded.shard(), sharded.cursor()),
+            (9, 3, Some("c9"))
+        );
+        assert_eq!(sharded.json(), &json("c9"));
+        let moved = sharded.with_cursor("c10").expect("a message");
+        assert_eq!((moved.seq(), moved.shard()), (9, 3), "a copy keeps both");
+        assert_eq!(moved.json(), &json("c10"));
+        let not_utf8 = || Bytes::from_static(b"{\xff}");
+        assert!(Frame::message_from_json(1, "c", not_utf8()).is_none());
+        assert!(Frame::shard_message(1, 1, "c", not_utf8()).is_none());
+    }
+
+    #[test]
+    fn at_most_max_variants_suffixed_copies_are_kept() {
+        let data = RawValue::from_string("1".into()).expect("json");
+        let frame = Frame::message(5, "m", "0000000000000001-5", Stream::Broadcast, &data);
+        let suffixes: Vec<Arc<str>> = (0..=MAX_VARIANTS)
+            .map(|n| Arc::from(format!("~{n:08x}")))
+            .collect();
+        let (kept, past) = suffixes.split_at(MAX_VARIANTS);
+        for suffix in kept {
+            let first = frame.with_cursor_suffix(suffix);
+            let again = frame.with_cursor_suffix(suffix);
+            assert!(Arc::ptr_eq(&first.0, &again.0), "{suffix} kept");
+        }
+        let first = frame.with_cursor_suffix(&past[0]);
+        let again = frame.with_cursor_suffix(&past[0]);
+        assert_eq!(first, again, "the same bytes");
+        assert!(
+            !Arc::ptr_eq(&first.0, &again.0),
+            "past {MAX_VARIANTS} suffixes each copy is made anew"
+        );
+    }
 
     #[test]
     fn a_suffixed_copy_carries_the_connections_cursor_and_is_shared() {

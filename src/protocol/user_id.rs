@@ -89,4 +89,12 @@ mod tests {
             Err(BadUserId::TooLong(129))
         );
     }
+
+    #[test]
+    fn a_user_id_reads_and_prints_as_the_text_it_was_parsed_from() {
+        let id = UserId::parse("user:42@shop").expect("valid");
+        assert_eq!(id.as_str(), "user:42@shop");
+        assert_eq!(id.to_string(), "user:42@shop");
+        assert_eq!(format!("{id:?}"), r#"UserId("user:42@shop")"#);
+    }
 }
