@@ -6,8 +6,9 @@
 # timeout), runs small scenarios with `--check` (counts only, never
 # timings: no failed connections, every message delivered exactly once,
 # per (connection, channel) where there are channels, every silent client
-# evicted with 4001 and none early), stops the gateway by its pid, and
-# exits non-zero if anything failed.
+# evicted with 4001 and none early), stops the gateway by its pid, runs
+# loadtest/auth-storm.sh's two steps at 200 clients (they bring their own
+# nodes), and exits non-zero if anything failed.
 #
 # Usage: loadtest/run-smoke.sh            (from anywhere)
 #   SMOKE_N=2000 sets the connection count of the larger steps.
@@ -109,6 +110,23 @@ if ! kill -0 "$gw_pid" 2>/dev/null; then
     echo "smoke: pushgate died during the run:" >&2
     tail -n 20 "$work/gateway.log" >&2
     failed+=("gateway-alive")
+fi
+
+# The reconnect storms with authentication (auth-storm.sh) at 200
+# clients: they need two nodes on the Redis at 127.0.0.1:6379, which CI
+# has (elsewhere, without it, they are skipped). Results in $work only.
+echo
+if [[ $(redis-cli -h 127.0.0.1 -p 6379 ping 2>/dev/null) == PONG ]]; then
+    echo "smoke: == auth-storm jwks proxy (200 clients)"
+    if ! AUTH_STORM_N=200 STORM_MESSAGES=20 STORM_RATE=10 STORM_AFTER=1 \
+        AUTH_STORM_OUT="$work/auth-storm" bash loadtest/auth-storm.sh jwks proxy; then
+        failed+=("auth-storm")
+    fi
+elif [[ -n ${CI:-} ]]; then
+    echo "smoke: CI has a Redis at 127.0.0.1:6379, and it does not answer" >&2
+    failed+=("auth-storm")
+else
+    echo "smoke: SKIPPED auth-storm: no Redis answers at 127.0.0.1:6379"
 fi
 
 elapsed=$(( $(date +%s) - started ))

@@ -11,8 +11,8 @@
 # the difference between the two is the signature check.
 #
 # Usage: loadtest/token-cost.sh   (N=5000 connections, RUNS=3 by default)
-# Needs node (>= 18) to mint the tokens and the RSA key (no openssl loop,
-# no extra crate). Results in loadtest/results/token-cost-<UTC time>/.
+# Needs node (>= 18) to mint the tokens (loadtest/mint-tokens.js).
+# Results in loadtest/results/token-cost-<UTC time>/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,27 +40,11 @@ write_config "$out/gateway.toml" "$tmp/pushgate"
 trap 'stop_gateway; rm -rf "$tmp"' EXIT
 
 # Users u0..u(N-1), tokens valid for an hour: HS256 with the load
-# config's secret, RS256 with a fresh 2048-bit key whose public half the
-# gateway is given.
-node - "$tmp" "$N" <<'EOF'
-const crypto = require('node:crypto');
-const fs = require('node:fs');
-const [dir, n] = [process.argv[2], Number(process.argv[3])];
-const secret = 'loadtest-secret-not-for-production';
-const { privateKey, publicKey } = crypto.generateKeyPairSync('rsa', { modulusLength: 2048 });
-fs.writeFileSync(`${dir}/rsa.public.pem`, publicKey.export({ type: 'spki', format: 'pem' }));
-const b64 = (v) => Buffer.from(typeof v === 'string' ? v : JSON.stringify(v)).toString('base64url');
-const exp = Math.floor(Date.now() / 1000) + 3600;
-const lines = { hs256: [], rs256: [] };
-for (let i = 0; i < n; i++) {
-  const claims = b64({ sub: `u${i}`, exp });
-  const hs = `${b64({ alg: 'HS256', typ: 'JWT' })}.${claims}`;
-  lines.hs256.push(`u${i} ${hs}.${crypto.createHmac('sha256', secret).update(hs).digest('base64url')}`);
-  const rs = `${b64({ alg: 'RS256', typ: 'JWT' })}.${claims}`;
-  lines.rs256.push(`u${i} ${rs}.${crypto.sign('sha256', Buffer.from(rs), privateKey).toString('base64url')}`);
-}
-for (const kind of ['hs256', 'rs256']) fs.writeFileSync(`${dir}/${kind}.tokens`, lines[kind].join('\n') + '\n');
-EOF
+# config's secret, RS256 with the 2048-bit test key rsa-a (its public
+# half is given to the gateway).
+rsa=tests/fixtures/auth/rsa-a
+node loadtest/mint-tokens.js --alg hs256 --secret "$LOADTEST_SECRET" -n "$N" >"$tmp/hs256.tokens"
+node loadtest/mint-tokens.js --alg rs256 --key "$rsa.private.test.pem" -n "$N" >"$tmp/rs256.tokens"
 
 run() {
     local kind=$1 run=$2
@@ -84,7 +68,7 @@ echo -e "run\topened\tfailed\tcpu_per_open_us" | tee "$out/summary.tsv"
 for r in $(seq 1 "$RUNS"); do
     start_gateway "hs256-$r"
     run hs256 "$r"
-    start_gateway "rs256-$r" "PUSHGATE_AUTH_PUBLIC_KEYS=$tmp/rsa.public.pem"
+    start_gateway "rs256-$r" "PUSHGATE_AUTH_PUBLIC_KEYS=$rsa.public.pem"
     run rs256 "$r"
 done
 echo "token-cost: results in $out"

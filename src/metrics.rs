@@ -66,6 +66,10 @@ pub(crate) mod names {
     /// Gauge: requests to the connect proxy in flight now (at most
     /// `[auth] connect_proxy_concurrency`).
     pub(crate) const AUTH_PROXY_IN_FLIGHT: &str = "pushgate_auth_proxy_in_flight";
+    /// Counter, by `result` (ok, error): fetches of the JWK set of
+    /// `[auth] jwks_url` (at start, in the background, for an unknown
+    /// kid). An error leaves the last good set in use.
+    pub(crate) const AUTH_JWKS_FETCHES_TOTAL: &str = "pushgate_auth_jwks_fetches_total";
     /// Gauge: the process's resident memory (`VmRSS`), Linux only; the
     /// name Prometheus client libraries use for it.
     pub(crate) const RESIDENT_MEMORY_BYTES: &str = "process_resident_memory_bytes";
@@ -250,6 +254,10 @@ fn describe() {
     describe_gauge!(
         AUTH_PROXY_IN_FLIGHT,
         "Requests to the connect proxy in flight."
+    );
+    describe_counter!(
+        AUTH_JWKS_FETCHES_TOTAL,
+        "Fetches of the JWK set of [auth] jwks_url, by result."
     );
     describe_gauge!(
         RESIDENT_MEMORY_BYTES,

@@ -19,7 +19,7 @@ use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 use support::browser::get;
-use support::ws::{eventually, raw_handshake, upgrade_request};
+use support::ws::{eventually, metric, raw_handshake, upgrade_request};
 use support::{Gateway, SECRET, config};
 use tokio::net::TcpListener;
 
@@ -269,17 +269,38 @@ async fn jwks_keys_are_picked_by_kid_and_a_rotation_is_picked_up_on_an_unknown_k
     );
 }
 
+/// `pushgate_auth_jwks_fetches_total{result}` now. The recorder is the
+/// process's, shared by every gateway of this test binary: compare
+/// increases, never absolute values.
+async fn fetches(gw: &Gateway, result: &str) -> f64 {
+    let text = gw.metrics().await;
+    let series = format!("pushgate_auth_jwks_fetches_total{{result=\"{result}\"}}");
+    metric(&text, &series).unwrap_or_else(|| panic!("no {series} in {text}"))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn known_keys_keep_working_while_the_provider_is_down() {
     let provider = Provider::start(vec![jwk("rsa-a")]).await;
     let gw = jwks_gateway(&provider).await;
+    let failed_before = fetches(&gw, "error").await;
+    assert!(
+        fetches(&gw, "ok").await >= 1.0,
+        "the fetch at start counted"
+    );
     provider.down.store(true, Ordering::SeqCst);
     let good = claims(json!({}));
     let unknown = signed("rsa-b", Algorithm::RS256, Some("rsa-b"), &good);
     assert_eq!(statuses(&gw, &unknown).await, REFUSED, "unknown kid");
     assert_eq!(provider.hits(), 2, "the unknown kid asked once and failed");
+    assert!(
+        fetches(&gw, "error").await > failed_before,
+        "the failed fetch is counted"
+    );
     let known = signed("rsa-a", Algorithm::RS256, Some("rsa-a"), &good);
-    assert_eq!(statuses(&gw, &known).await, ACCEPTED, "last good set kept");
+    for _ in 0..3 {
+        assert_eq!(statuses(&gw, &known).await, ACCEPTED, "last good set kept");
+    }
+    assert_eq!(provider.hits(), 2, "known kids never fetch, down or not");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

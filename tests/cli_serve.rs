@@ -207,3 +207,35 @@ async fn a_broker_that_cannot_be_reached_is_reported_without_its_password() {
     assert!(all.contains("broker"), "{all}");
     assert!(!all.contains(PASSWORD), "{all}");
 }
+
+#[tokio::test]
+async fn a_jwk_set_provider_that_is_down_shows_in_the_process_metrics() {
+    // The set is fetched before the rest of the gateway registers its
+    // metrics: the failed fetch at start must still be counted.
+    let mut gw = Process::start(
+        "jwks-down",
+        &["--config", "config.toml"],
+        // Port 1 on loopback: nothing listens, the connection is refused.
+        &[("PUSHGATE_AUTH_JWKS_URL", "http://127.0.0.1:1/jwks.json")],
+    );
+    gw.wait_healthy().await;
+    let metrics = get(gw.addr, "/metrics").await.expect("metrics answer");
+    let value = |series: &str| {
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(series)?.trim().parse::<f64>().ok())
+    };
+    assert!(
+        value("pushgate_auth_jwks_fetches_total{result=\"error\"}").is_some_and(|n| n >= 1.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        value("pushgate_auth_jwks_fetches_total{result=\"ok\"}"),
+        Some(0.0),
+        "{metrics}"
+    );
+    gw.signal("TERM");
+    let _ = gw
+        .wait_exit(shipped_drain_timeout() + Duration::from_secs(5))
+        .await;
+}

@@ -22,6 +22,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Limited};
 use hyper::{StatusCode, Uri};
+use metrics::Counter;
 use parking_lot::RwLock;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
@@ -29,6 +30,7 @@ use tracing::{debug, info, warn};
 use super::client::{HttpsClient, https_client};
 use super::keys::{self, KeyError, PublicKey};
 use crate::config::masked_url;
+use crate::metrics::names;
 
 /// Longest wait for one fetch of the set (connect, headers and body).
 pub const FETCH_TIMEOUT: Duration = Duration::from_secs(3);
@@ -79,6 +81,10 @@ pub struct Jwks {
     /// When the last unknown-kid refresh started; held while one runs.
     unknown_kid: tokio::sync::Mutex<Option<Instant>>,
     refresh_every: Duration,
+    /// `pushgate_auth_jwks_fetches_total{result="ok"}`.
+    fetched: Counter,
+    /// `pushgate_auth_jwks_fetches_total{result="error"}`.
+    failed: Counter,
 }
 
 impl fmt::Debug for Jwks {
@@ -93,11 +99,22 @@ impl fmt::Debug for Jwks {
 
 impl Jwks {
     /// A cache for the set at `url`, empty until the first fetch.
+    /// Registers its metrics, so both series exist before the first fetch.
     pub fn new(url: &str, refresh_every: Duration) -> Result<Self, JwksError> {
         let uri: Uri = url.parse().map_err(|_| JwksError::Url(masked_url(url)))?;
         if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
             return Err(JwksError::Url(masked_url(url)));
         }
+        // The recorder first: the set is fetched before the rest of the
+        // gateway registers its metrics, and a handle taken before the
+        // recorder is installed counts nowhere.
+        crate::metrics::recorder();
+        let fetched = metrics::counter!(names::AUTH_JWKS_FETCHES_TOTAL, "result" => "ok");
+        let failed = metrics::counter!(names::AUTH_JWKS_FETCHES_TOTAL, "result" => "error");
+        // Published at 0, so that `increase()` in an alert counts the
+        // first failure too.
+        fetched.increment(0);
+        failed.increment(0);
         Ok(Self {
             url: uri,
             client: https_client().map_err(JwksError::Roots)?,
@@ -105,6 +122,8 @@ impl Jwks {
             generation: AtomicU64::new(0),
             unknown_kid: tokio::sync::Mutex::new(None),
             refresh_every,
+            fetched,
+            failed,
         })
     }
 
@@ -170,8 +189,18 @@ impl Jwks {
     }
 
     /// Fetches the set once and, if it holds a usable key, replaces the
-    /// cached one; returns how many keys it holds.
+    /// cached one; returns how many keys it holds. Counted in
+    /// `pushgate_auth_jwks_fetches_total` either way.
     pub async fn fetch(&self) -> Result<usize, JwksError> {
+        let result = self.fetch_and_replace().await;
+        match &result {
+            Ok(_) => self.fetched.increment(1),
+            Err(_) => self.failed.increment(1),
+        }
+        result
+    }
+
+    async fn fetch_and_replace(&self) -> Result<usize, JwksError> {
         let body = tokio::time::timeout(FETCH_TIMEOUT, self.get())
             .await
             .map_err(|_| JwksError::Timeout)??;

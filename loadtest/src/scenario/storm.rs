@@ -105,6 +105,18 @@ pub(super) fn back_after(samples: &[Sample], from: f64, clients: u64) -> Option<
         .map(|s| s.t - from)
 }
 
+/// Seconds from the signal to the end of the last second in which B
+/// gained connections (`counts` from [`per_second`]), if it gained any: an
+/// upper bound of the time until all are back that holds even when B's
+/// gauge never showed every client at once (the last ones came back as
+/// the run ended and closed its connections between two readings).
+pub(super) fn last_gain_secs(counts: &[u64]) -> Option<u64> {
+    counts
+        .iter()
+        .rposition(|c| *c > 0)
+        .map(|last| last as u64 + 1)
+}
+
 /// The upper bound of the bucket holding the 99th percentile of what was
 /// recorded between two readings of a cumulative histogram (`None`: no
 /// observations).
@@ -165,6 +177,14 @@ pub(super) fn report(
     let peak = counts.iter().copied().max().unwrap_or(0);
     report.metric("storm_peak_per_sec", "busiest second at B", peak, "1/s");
     report.detail("storm_reconnects_per_second", json!(counts));
+    if let Some(secs) = last_gain_secs(&counts) {
+        report.metric(
+            "storm_last_gain_secs",
+            "end of the last second in which B gained clients",
+            secs,
+            "s",
+        );
+    }
     match back_after(samples, from, clients) {
         Some(secs) => report.metric(
             "storm_all_back_secs",
@@ -300,6 +320,9 @@ mod tests {
         assert_eq!(back_after(&samples, 1.0, 200), Some(2.0));
         assert_eq!(back_after(&samples, 1.0, 201), None);
         assert!(per_second(&[], 1.0).is_empty());
+        assert_eq!(last_gain_secs(&per_second(&samples, 1.0)), Some(2));
+        assert_eq!(last_gain_secs(&[0, 5, 0, 3, 0]), Some(4));
+        assert_eq!(last_gain_secs(&[0, 0]), None);
     }
 
     #[test]

@@ -31,7 +31,7 @@ pub(super) async fn run(ctx: Rc<Ctx>, i: usize) {
 /// cursor when the flow says so (churn, a `reconnect` frame, or a drop
 /// while churning or failing over), with a bounded back-off after
 /// failures. With failover, a drop or a failed reconnect moves the client
-/// to the next node.
+/// to the next node (paced: a drop or a drain only).
 async fn reconnecting<C: Client>(ctx: &Ctx, i: usize) {
     let user = ctx.user(i);
     let mut rng = rng_for(ctx, i);
@@ -58,7 +58,13 @@ async fn reconnecting<C: Client>(ctx: &Ctx, i: usize) {
             Err(err) if first => return first_attempt(ctx, i, Err(format!("{err:#}"))),
             Err(err) => {
                 failures += 1;
-                node = ctx.next_node(node);
+                // A paced client (pushgate.js behind a load balancer)
+                // retries where it is: a drop or a drain moves it off a
+                // node, a refusal does not send it back to one that went
+                // away.
+                if !ctx.spec.paced {
+                    node = ctx.next_node(node);
+                }
                 if reconnect_failed(ctx, failures, &format!("{err:#}")).await {
                     continue;
                 }

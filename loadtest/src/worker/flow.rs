@@ -12,7 +12,8 @@ use crate::rng::Rng;
 
 /// Longest a handshake (TCP connect to upgrade answer) may take.
 pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
-/// Consecutive failed reconnects after which a connection gives up.
+/// Consecutive failed reconnects after which a connection gives up,
+/// unless paced (see [`gives_up`]).
 pub(super) const MAX_RECONNECT_FAILURES: u32 = 20;
 /// How long a clean close waits for the server's answer.
 pub(super) const CLOSE_WAIT: Duration = Duration::from_secs(2);
@@ -132,7 +133,7 @@ pub(super) async fn reconnect_failed(ctx: &Ctx, failures: u32, err: &str) -> boo
 /// Waits after the `failures`-th failure in a row; `false` when the
 /// connection should give up instead.
 pub(super) async fn backoff(ctx: &Ctx, failures: u32) -> bool {
-    if failures >= MAX_RECONNECT_FAILURES || ctx.is_past_deadline() {
+    if gives_up(ctx.spec.paced, failures, ctx.is_past_deadline()) {
         return false;
     }
     let wait = if ctx.spec.paced {
@@ -142,6 +143,16 @@ pub(super) async fn backoff(ctx: &Ctx, failures: u32) -> bool {
     };
     tokio::time::sleep(wait).await;
     true
+}
+
+/// Whether a connection stops trying after its `failures`-th failure in
+/// a row: past the run's deadline, or after [`MAX_RECONNECT_FAILURES`]
+/// unless `paced`. A paced client retries until the deadline, as
+/// `pushgate.js` retries until closed: a storm's clients refused `503`
+/// many times in a row by a saturated connect proxy must come back, not
+/// be counted lost.
+pub(super) fn gives_up(paced: bool, failures: u32, past_deadline: bool) -> bool {
+    past_deadline || (!paced && failures >= MAX_RECONNECT_FAILURES)
 }
 
 /// First ceiling of the paced back-off, ms (`pushgate.js`'s
@@ -216,5 +227,27 @@ mod tests {
         }
         assert_eq!(told_delay(0, &mut rng), Duration::ZERO);
         assert_eq!(told_delay(1, &mut rng), Duration::from_millis(1));
+    }
+
+    #[test]
+    fn only_the_deadline_stops_a_paced_client() {
+        let max = MAX_RECONNECT_FAILURES;
+        // (paced, failures, past the deadline) -> gives up
+        let cases = [
+            (false, 1, false, false),
+            (false, max - 1, false, false),
+            (false, max, false, true),
+            (false, 1, true, true),
+            (true, max, false, false),
+            (true, 10 * max, false, false),
+            (true, 1, true, true),
+        ];
+        for (paced, failures, past, want) in cases {
+            assert_eq!(
+                gives_up(paced, failures, past),
+                want,
+                "{paced} {failures} {past}"
+            );
+        }
     }
 }

@@ -198,6 +198,9 @@ impl ConnectProxy {
     /// its metrics, so they exist before the first client.
     pub fn new(url: &str, auth: &AuthConfig, retry_spread_secs: u64) -> Result<Self, ProxyError> {
         let (url, basic) = split_userinfo(url)?;
+        // The recorder first: a handle taken before it is installed
+        // counts nowhere.
+        crate::metrics::recorder();
         let requests = Outcome::ALL.map(|outcome| {
             metrics::counter!(names::AUTH_PROXY_REQUESTS_TOTAL, "result" => outcome.as_str())
         });
