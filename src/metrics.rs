@@ -66,6 +66,9 @@ pub(crate) mod names {
     /// Gauge: requests to the connect proxy in flight now (at most
     /// `[auth] connect_proxy_concurrency`).
     pub(crate) const AUTH_PROXY_IN_FLIGHT: &str = "pushgate_auth_proxy_in_flight";
+    /// Gauge: clients waiting for a free connect proxy slot now (each at
+    /// most `[auth] connect_proxy_queue_ms`).
+    pub(crate) const AUTH_PROXY_WAITING: &str = "pushgate_auth_proxy_waiting";
     /// Counter, by `result` (ok, error): fetches of the JWK set of
     /// `[auth] jwks_url` (at start, in the background, for an unknown
     /// kid). An error leaves the last good set in use.
@@ -254,6 +257,10 @@ fn describe() {
     describe_gauge!(
         AUTH_PROXY_IN_FLIGHT,
         "Requests to the connect proxy in flight."
+    );
+    describe_gauge!(
+        AUTH_PROXY_WAITING,
+        "Clients waiting for a free connect proxy slot."
     );
     describe_counter!(
         AUTH_JWKS_FETCHES_TOTAL,

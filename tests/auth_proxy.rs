@@ -382,10 +382,12 @@ async fn a_site_slower_than_the_timeout_is_503() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn past_the_concurrency_a_client_gets_503_at_once_and_the_site_never_sees_more() {
+async fn past_the_concurrency_without_a_queue_a_client_gets_503_at_once_and_the_site_never_sees_more()
+ {
     let mut site = Site::start(Answer::Held(200, json!({"user": "first"}).to_string())).await;
     let mut c = proxied(site.url());
     c.auth.connect_proxy_concurrency = 1;
+    c.auth.connect_proxy_queue_ms = 0;
     c.auth.connect_proxy_timeout_ms = 30_000;
     c.limits.connection_retry_spread_secs = 5;
     let gw = Gateway::start(c).await;
@@ -439,6 +441,73 @@ async fn past_the_concurrency_a_client_gets_503_at_once_and_the_site_never_sees_
         metric(&text, "pushgate_auth_proxy_duration_seconds_count").is_some_and(|n| n >= 2.0),
         "{text}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_concurrency_a_client_waits_for_a_slot_and_the_site_never_sees_more() {
+    let mut site = Site::start(Answer::Held(200, json!({"user": "first"}).to_string())).await;
+    let mut c = proxied(site.url());
+    c.auth.connect_proxy_concurrency = 1;
+    c.auth.connect_proxy_timeout_ms = 30_000;
+    c.auth.connect_proxy_queue_ms = 30_000;
+    let gw = Gateway::start(c).await;
+
+    let first = spawn_get(gw.addr, "/poll?cursor=x".into(), Vec::new());
+    let _ = site.next_seen().await;
+    // The site holds the first: the second waits without asking it.
+    let second = spawn_get(gw.addr, "/poll?cursor=y".into(), Vec::new());
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let text = within("metrics", gw.metrics()).await;
+        if metric(&text, "pushgate_auth_proxy_waiting") == Some(1.0) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the second never waited: {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!site.asked(), "a queued request has not reached the site");
+    assert!(!second.is_finished(), "the second waits for the slot");
+    // Released: both are admitted (their bad cursors answer 400), one at
+    // a time.
+    let _ = site.release.send(true);
+    for request in [first, second] {
+        let answer = tokio::time::timeout(WAIT, request)
+            .await
+            .expect("answered")
+            .expect("task");
+        assert_eq!(answer.status, 400, "admitted, then its cursor refused");
+    }
+    assert_eq!(site.max_in_flight.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_waited_the_whole_queue_time_gets_503() {
+    let mut site = Site::start(Answer::Held(200, json!({"user": "first"}).to_string())).await;
+    let mut c = proxied(site.url());
+    c.auth.connect_proxy_concurrency = 1;
+    c.auth.connect_proxy_timeout_ms = 30_000;
+    c.auth.connect_proxy_queue_ms = 300;
+    let gw = Gateway::start(c).await;
+
+    let _first = spawn_get(gw.addr, "/poll?cursor=x".into(), Vec::new());
+    let _ = site.next_seen().await;
+    let started = std::time::Instant::now();
+    let second = within("second", get(gw.addr, "/poll", &[])).await;
+    assert_eq!(
+        (second.status.as_u16(), second.error_code().as_str()),
+        (503, "unavailable")
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "refused only after the wait: {:?}",
+        started.elapsed()
+    );
+    assert!(second.headers.contains_key("retry-after"));
+    assert!(!site.asked(), "a saturated request never reaches the site");
+    let _ = site.release.send(true);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

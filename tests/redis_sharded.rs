@@ -271,13 +271,31 @@ async fn frames_until(ws: &mut support::Ws, data: &serde_json::Value) -> Vec<ser
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_master_killed_fails_over_and_its_streams_go_on_without_a_gateway_restart() {
-    // The gateways' logs, shown if the test fails.
+/// The gateways' logs (this test binary's), shown if the test fails.
+fn show_logs_if_failing() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter("pushgate=debug,redis=warn")
         .with_test_writer()
         .try_init();
+}
+
+/// Asserts that the messages alice gets, up to the last of `accepted`,
+/// are exactly `accepted`, in order.
+async fn assert_each_once_in_order(alice: &mut support::Ws, accepted: &[u64]) {
+    let last = *accepted.last().expect("some push accepted");
+    let mut got = Vec::new();
+    for frame in frames_until(alice, &json!(last)).await {
+        if frame["type"] == "message" {
+            got.push(frame["data"].as_u64().expect("number"));
+        }
+    }
+    got.push(last);
+    assert_eq!(got, accepted, "each accepted push once, in order");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_killed_fails_over_and_its_streams_go_on_without_a_gateway_restart() {
+    show_logs_if_failing();
     let Some(cluster) = LocalCluster::start("failover") else {
         return;
     };
@@ -323,14 +341,7 @@ async fn a_master_killed_fails_over_and_its_streams_go_on_without_a_gateway_rest
     );
     // Every accepted push reaches alice exactly once, in order, on the
     // connection she had through the failover.
-    let mut got = Vec::new();
-    for frame in frames_until(&mut alice, &json!(accepted[accepted.len() - 1])).await {
-        if frame["type"] == "message" {
-            got.push(frame["data"].as_u64().expect("number"));
-        }
-    }
-    got.push(accepted[accepted.len() - 1]);
-    assert_eq!(got, accepted, "each accepted push once, in order");
+    assert_each_once_in_order(&mut alice, &accepted).await;
     let resp = a.push(&json!({"to": ["alice"], "data": "after"})).await;
     assert_eq!(resp.status, 202, "{:?}", resp.body);
     assert_eq!(next_json(&mut alice, WAIT).await["data"], "after");
@@ -338,11 +349,7 @@ async fn a_master_killed_fails_over_and_its_streams_go_on_without_a_gateway_rest
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_manual_failover_under_pushes_loses_nothing_and_delivers_each_once() {
-    // The gateways' logs, shown if the test fails.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter("pushgate=debug,redis=warn")
-        .with_test_writer()
-        .try_init();
+    show_logs_if_failing();
     let Some(cluster) = LocalCluster::start("manual-failover") else {
         return;
     };
@@ -378,15 +385,7 @@ async fn a_manual_failover_under_pushes_loses_nothing_and_delivers_each_once() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let last = json!(accepted[accepted.len() - 1]);
-    let mut got = Vec::new();
-    for frame in frames_until(&mut alice, &last).await {
-        if frame["type"] == "message" {
-            got.push(frame["data"].as_u64().expect("number"));
-        }
-    }
-    got.push(accepted[accepted.len() - 1]);
-    assert_eq!(got, accepted, "each accepted push once, in order");
+    assert_each_once_in_order(&mut alice, &accepted).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -39,6 +39,7 @@ impl fmt::Debug for AuthConfig {
             .field("connect_proxy_url", &masked.connect_proxy_url)
             .field("connect_proxy_timeout_ms", &self.connect_proxy_timeout_ms)
             .field("connect_proxy_concurrency", &self.connect_proxy_concurrency)
+            .field("connect_proxy_queue_ms", &self.connect_proxy_queue_ms)
             .finish()
     }
 }

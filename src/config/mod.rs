@@ -368,11 +368,15 @@ pub struct AuthConfig {
     /// answer in time is `503 unavailable` for the client. Default 1000;
     /// 1..=60000.
     pub connect_proxy_timeout_ms: u64,
-    /// Most requests to the connect proxy in flight at once; a client that
-    /// would pass it gets `503 unavailable` at once, with a `Retry-After`
-    /// drawn from `1..=[limits] connection_retry_spread_secs`, so a
-    /// reconnect storm cannot take the site down. Default 64; 1..=100000.
+    /// Most requests to the connect proxy in flight at once, so a
+    /// reconnect storm cannot take the site down; a client past it waits
+    /// for a free slot (`connect_proxy_queue_ms`). Default 64; 1..=100000.
     pub connect_proxy_concurrency: usize,
+    /// Longest wait for a free connect proxy slot, in milliseconds; past
+    /// it the client gets `503 unavailable` with a `Retry-After` drawn from
+    /// `1..=[limits] connection_retry_spread_secs`. 0: refused at once.
+    /// Default 1000; 0..=60000.
+    pub connect_proxy_queue_ms: u64,
 }
 
 impl Default for AuthConfig {
@@ -390,6 +394,7 @@ impl Default for AuthConfig {
             connect_proxy_url: None,
             connect_proxy_timeout_ms: 1000,
             connect_proxy_concurrency: 64,
+            connect_proxy_queue_ms: 1000,
         }
     }
 }
@@ -409,6 +414,11 @@ impl AuthConfig {
     /// `connect_proxy_timeout_ms` as a duration.
     pub fn connect_proxy_timeout(&self) -> Duration {
         Duration::from_millis(self.connect_proxy_timeout_ms)
+    }
+
+    /// `connect_proxy_queue_ms` as a duration.
+    pub fn connect_proxy_queue(&self) -> Duration {
+        Duration::from_millis(self.connect_proxy_queue_ms)
     }
 }
 

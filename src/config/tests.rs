@@ -863,6 +863,7 @@ fn the_connect_proxy_keys_are_validated_by_name() {
     config.auth.connect_proxy_url = Some("http://".into());
     config.auth.connect_proxy_timeout_ms = 60_001;
     config.auth.connect_proxy_concurrency = 100_001;
+    config.auth.connect_proxy_queue_ms = 60_001;
     let problems = config.validate().expect_err("invalid").problems().to_vec();
     assert_eq!(
         problems,
@@ -870,6 +871,7 @@ fn the_connect_proxy_keys_are_validated_by_name() {
             "auth.connect_proxy_url: must be an http:// or https:// URL, got \"http://\"",
             "auth.connect_proxy_timeout_ms: must be in 1..=60000, got 60001",
             "auth.connect_proxy_concurrency: must be in 1..=100000, got 100001",
+            "auth.connect_proxy_queue_ms: must be in 0..=60000, got 60001",
         ]
     );
 }
@@ -914,6 +916,7 @@ fn the_connect_proxy_keys_come_from_the_environment_and_hide_passwords() {
     assert_eq!(unset.auth.connect_proxy_url, None);
     assert_eq!(unset.auth.connect_proxy_timeout_ms, 1000);
     assert_eq!(unset.auth.connect_proxy_concurrency, 64);
+    assert_eq!(unset.auth.connect_proxy_queue_ms, 1000);
 }
 
 #[test]

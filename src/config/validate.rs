@@ -188,8 +188,8 @@ fn token_keys(auth: &AuthConfig, errors: &mut ConfigErrors) {
     }
 }
 
-/// `connect_proxy_url` is an `http://` or `https://` URL; its timeout and
-/// concurrency are in range (checked whether or not it is set, as every
+/// `connect_proxy_url` is an `http://` or `https://` URL; its timeout,
+/// concurrency and queue wait are in range (checked whether or not it is set, as every
 /// key is).
 fn connect_proxy(auth: &AuthConfig, errors: &mut ConfigErrors) {
     if let Some(url) = &auth.connect_proxy_url {
@@ -207,6 +207,13 @@ fn connect_proxy(auth: &AuthConfig, errors: &mut ConfigErrors) {
         auth.connect_proxy_concurrency as u64,
         1,
         100_000,
+        errors,
+    );
+    in_range(
+        "auth.connect_proxy_queue_ms",
+        auth.connect_proxy_queue_ms,
+        0,
+        60_000,
         errors,
     );
 }

@@ -20,10 +20,11 @@
 //! Invariants:
 //!
 //! - At most `connect_proxy_concurrency` requests are in flight. One more
-//!   is refused at once, never queued, and told to come back after a
-//!   number of seconds drawn from `1..=[limits]
-//!   connection_retry_spread_secs`: a reconnect storm reaches the site at
-//!   most that many at a time, and comes back spread out.
+//!   waits for a free slot up to `connect_proxy_queue_ms` (a reconnect
+//!   storm is served as fast as the site answers, at most that many at a
+//!   time), and past it is refused and told to come back after a number
+//!   of seconds drawn from `1..=[limits] connection_retry_spread_secs`, so
+//!   what the site cannot absorb comes back spread out.
 //! - Every request ends within `connect_proxy_timeout_ms` (connect, answer
 //!   and body); the permit is released when it ends, however it ends.
 //! - Anything but `200` with a usable body, `401` or `403` is the site's
@@ -84,8 +85,9 @@ pub enum Refusal {
     /// No answer within `connect_proxy_timeout_ms`.
     #[error("the connect proxy did not answer within {0} ms")]
     Timeout(u128),
-    /// `connect_proxy_concurrency` requests were in flight already.
-    #[error("{0} requests to the connect proxy are in flight already")]
+    /// `connect_proxy_concurrency` requests stayed in flight for the whole
+    /// `connect_proxy_queue_ms`.
+    #[error("{0} requests to the connect proxy stayed in flight for the whole wait")]
     Saturated(usize),
 }
 
@@ -148,9 +150,11 @@ struct ProxyMetrics {
     requests: [Counter; 6],
     duration: Histogram,
     in_flight: Gauge,
+    waiting: Gauge,
 }
 
-/// One request counted in `pushgate_auth_proxy_in_flight` while it lives.
+/// One request counted in a gauge (`pushgate_auth_proxy_in_flight`,
+/// `pushgate_auth_proxy_waiting`) while it lives.
 struct InFlight<'a>(&'a Gauge);
 
 impl<'a> InFlight<'a> {
@@ -175,6 +179,8 @@ pub struct ConnectProxy {
     timeout: Duration,
     permits: Semaphore,
     concurrency: usize,
+    /// Longest wait for a permit.
+    queue: Duration,
     retry_spread_secs: u64,
     metrics: ProxyMetrics,
     /// When the last warning was logged (seconds since start + 1; 0: never).
@@ -208,6 +214,7 @@ impl ConnectProxy {
             requests,
             duration: metrics::histogram!(names::AUTH_PROXY_DURATION_SECONDS),
             in_flight: metrics::gauge!(names::AUTH_PROXY_IN_FLIGHT),
+            waiting: metrics::gauge!(names::AUTH_PROXY_WAITING),
         };
         // Published before the first client (`increase()` in an alert
         // counts the first one too). The gauge is only moved by deltas:
@@ -216,12 +223,14 @@ impl ConnectProxy {
             counter.increment(0);
         }
         metrics.in_flight.increment(0.0);
+        metrics.waiting.increment(0.0);
         let concurrency = auth.connect_proxy_concurrency.max(1);
         Ok(Self {
             url,
             basic,
             client: https_client().map_err(ProxyError::Roots)?,
             timeout: auth.connect_proxy_timeout(),
+            queue: auth.connect_proxy_queue(),
             permits: Semaphore::new(concurrency),
             concurrency,
             retry_spread_secs: retry_spread_secs.max(1),
@@ -244,8 +253,18 @@ impl ConnectProxy {
         req: &ClientRequest<'_>,
         now_secs: u64,
     ) -> Result<Identity, Refusal> {
-        let result = match self.permits.try_acquire() {
-            Ok(_permit) => {
+        let permit = match self.queue {
+            wait if wait.is_zero() => self.permits.try_acquire().ok(),
+            wait => {
+                let _waiting = InFlight::new(&self.metrics.waiting);
+                tokio::time::timeout(wait, self.permits.acquire())
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+            }
+        };
+        let result = match permit {
+            Some(_permit) => {
                 // Dropped however this ends, the caller's future dropped
                 // midway (a client that left) included.
                 let _in_flight = InFlight::new(&self.metrics.in_flight);
@@ -258,7 +277,7 @@ impl ConnectProxy {
                     .record(started.elapsed().as_secs_f64());
                 result
             }
-            Err(_) => Err(Refusal::Saturated(self.concurrency)),
+            None => Err(Refusal::Saturated(self.concurrency)),
         };
         let outcome = Outcome::of(&result);
         self.metrics.requests[outcome as usize].increment(1);
