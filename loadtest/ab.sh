@@ -8,7 +8,7 @@
 # Usage: loadtest/ab.sh A_BINARY B_BINARY SCENARIO [loadtest args ...]
 #   e.g. loadtest/ab.sh /tmp/before/pushgate target/release/pushgate fanout -n 10000 -m 20 -r 2
 #   ROUNDS=3 (rounds per build). Needs target/release/loadtest
-#   (cargo build --release -p loadtest).
+#   (cargo build --release -p loadtest; under $CARGO_TARGET_DIR if set).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 a=$1 b=$2 scenario=$3
 shift 3
 rounds=${ROUNDS:-3}
-client=target/release/loadtest
+client=${CARGO_TARGET_DIR:-target}/release/loadtest
 [[ -x $client ]] || { echo "ab: no $client (cargo build --release -p loadtest)" >&2; exit 1; }
 export LOADTEST_API_KEY="loadtest-api-key-not-for-production"
 
@@ -41,7 +41,7 @@ for round in $(seq 1 "$rounds"); do
             --metrics-url "http://127.0.0.1:$port/metrics" \
             --pid "$pid" 2>&1) || true
         loadtest/peers/pushgate/stop.sh "$prefix" >/dev/null 2>&1 || true
-        figures=$(grep -E '^\| (lost|duplicated|time to last recipient|server CPU per|server PSS per connection)[ ,]' <<<"$report" |
+        figures=$(grep -E '^\| (lost|duplicated|time to last recipient|time to first recipient|delivery latency|server CPU per|server PSS per connection)[ ,]' <<<"$report" |
             sed -E 's/^\| //; s/ \|$//; s/ \| / /g' | paste -sd ';' -)
         echo "$build round $round (load $load): ${figures:-no figures; the run failed:}"
         [[ -n $figures ]] || tail -5 <<<"$report"

@@ -12,13 +12,14 @@
 #                    recipient, server CPU per delivery
 #   poll-fanout-10k  one broadcast to 10,000 parked long-polls
 #   sse-fanout-10k   as fanout-10k over server-sent events
-#   idle-10k-bcast, fanout-10k-bcast, poll-fanout-10k-bcast
+#   idle-10k-bcast, fanout-10k-bcast, poll-fanout-10k-bcast, sse-fanout-10k-bcast
 #                    as above against Nchan's cheapest set-up: every
 #                    client on the "broadcast" channel alone (the others
 #                    give each Nchan client its user's channel too, as a
 #                    pushgate connection has)
 #   ROUNDS=3 (rounds per comparison); N=10000 (connections of the 10k ones).
 #
+# Builds into $CARGO_TARGET_DIR (default target/).
 # Needs nginx and the Nchan module (loadtest/peers/nchan/setup.sh installs
 # them from Debian). Both gateways listen on 127.0.0.1 only.
 set -euo pipefail
@@ -36,8 +37,9 @@ cargo build --release -p loadtest
 # Private copies: others may rebuild target/release meanwhile.
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-cp target/release/pushgate "$tmp/pushgate"
-cp target/release/loadtest "$tmp/loadtest"
+target=${CARGO_TARGET_DIR:-target}
+cp "$target/release/pushgate" "$tmp/pushgate"
+cp "$target/release/loadtest" "$tmp/loadtest"
 export LOADTEST_PUSHGATE_BIN="$tmp/pushgate"
 
 out="loadtest/results/compare-$(date -u +%Y%m%dT%H%M%SZ)"

@@ -44,20 +44,27 @@ pub(crate) fn response_head(parts: &Parts, length: Length, keep_alive: bool) -> 
     for (name, value) in &parts.headers {
         put_header(&mut buf, name.as_str().as_bytes(), value.as_bytes());
     }
+    end_head(&mut buf, length, keep_alive);
+    buf
+}
+
+/// Ends a response head begun in `buf` (status line and the response's
+/// own headers): the length (or chunked transfer), `connection: close` if
+/// the connection ends after it, `date`, and the blank line.
+pub(crate) fn end_head(buf: &mut BytesMut, length: Length, keep_alive: bool) {
     match length {
         Length::Fixed(n) => put_header(
-            &mut buf,
+            buf,
             b"content-length",
             itoa::Buffer::new().format(n).as_bytes(),
         ),
-        Length::Chunked => put_header(&mut buf, b"transfer-encoding", b"chunked"),
+        Length::Chunked => put_header(buf, b"transfer-encoding", b"chunked"),
     }
     if !keep_alive {
-        put_header(&mut buf, b"connection", b"close");
+        put_header(buf, b"connection", b"close");
     }
-    with_date(|date| put_header(&mut buf, b"date", date));
+    with_date(|date| put_header(buf, b"date", date));
     buf.put_slice(b"\r\n");
-    buf
 }
 
 /// A whole answer with a fixed-length `body`.
@@ -101,7 +108,8 @@ pub(crate) fn chunk(data: &[u8]) -> Bytes {
     buf.freeze()
 }
 
-fn put_header(buf: &mut BytesMut, name: &[u8], value: &[u8]) {
+/// Appends one `name: value` header line.
+pub(crate) fn put_header(buf: &mut BytesMut, name: &[u8], value: &[u8]) {
     buf.put_slice(name);
     buf.put_slice(b": ");
     buf.put_slice(value);

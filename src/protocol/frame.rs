@@ -361,15 +361,25 @@ where
 {
     let frames = frames.into_iter();
     let mut buf = BytesMut::with_capacity(2 + frames.size_hint().0 * FRAME_OVERHEAD_BYTES);
+    put_json_array(&mut buf, frames);
+    buf.freeze()
+}
+
+/// Appends `frames` to `buf` as one JSON array, as [`json_array`] builds
+/// it (for an answer written with its head into one buffer).
+pub(crate) fn put_json_array<I>(buf: &mut BytesMut, frames: I)
+where
+    I: IntoIterator,
+    I::Item: AsRef<[u8]>,
+{
     buf.put_u8(b'[');
-    for (i, frame) in frames.enumerate() {
+    for (i, frame) in frames.into_iter().enumerate() {
         if i > 0 {
             buf.put_u8(b',');
         }
         buf.put_slice(frame.as_ref());
     }
     buf.put_u8(b']');
-    buf.freeze()
 }
 
 /// An encoded frame with what the transports need beside its bytes: its

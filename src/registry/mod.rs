@@ -6,6 +6,7 @@
 pub(crate) mod channels;
 pub(crate) mod conn;
 pub(crate) mod outbound;
+pub(crate) mod table;
 pub(crate) mod users;
 
 pub(crate) use channels::MembershipChange;

@@ -14,6 +14,7 @@ use parking_lot::Mutex;
 use super::channels::{ChannelIndex, ChannelPresence, MembershipChange};
 use super::conn::{Conn, ConnId};
 use super::outbound::{Outgoing, Pushed};
+use super::table::{ConnTable, shard_of};
 use crate::metrics::{Counters, Eviction};
 use crate::protocol::frame::{CloseReason, Frame};
 use crate::protocol::{Channel, Transport, UserId};
@@ -100,9 +101,10 @@ pub(crate) struct Attached {
 }
 
 /// A share of the connections, for fan-out threads that split every
-/// message between them: connection `id` is lane `id % count`'s. A
-/// connection stays in one lane for its life, so it receives every message
-/// from one thread, in order.
+/// message between them: each shard of the connection table is one lane's
+/// (shard `s` is lane `s % count`'s), and a connection stays in its shard,
+/// so in one lane, for its life: it receives every message from one
+/// thread, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Lane {
     /// Which share.
@@ -114,7 +116,12 @@ pub(crate) struct Lane {
 impl Lane {
     /// Whether connection `id` is in this lane.
     pub(crate) fn owns(self, id: ConnId) -> bool {
-        id % self.count == self.index
+        self.owns_shard(shard_of(id))
+    }
+
+    /// Whether shard `shard` of the connection table is this lane's.
+    pub(crate) fn owns_shard(self, shard: usize) -> bool {
+        shard as u64 % self.count == self.index
     }
 }
 
@@ -131,7 +138,7 @@ pub(crate) struct Delivered {
 #[derive(Debug)]
 pub(crate) struct Registry {
     users: DashMap<UserId, Arc<User>>,
-    conns: DashMap<ConnId, Arc<Conn>>,
+    conns: ConnTable,
     poll_sessions: DashMap<u64, Arc<User>>,
     channels: ChannelIndex,
     /// Connection ids, dense: fan-out lanes split connections by id.
@@ -152,7 +159,7 @@ impl Registry {
     pub(crate) fn new(limits: Limits, counters: Counters) -> Self {
         Self {
             users: DashMap::new(),
-            conns: DashMap::new(),
+            conns: ConnTable::default(),
             poll_sessions: DashMap::new(),
             channels: ChannelIndex::default(),
             next_id: AtomicU64::new(1),
@@ -204,7 +211,7 @@ impl Registry {
             let over = conns.len() > self.limits.max_connections_per_user;
             (Arc::clone(entry.value()), over.then(|| conns.remove(0)))
         };
-        self.conns.insert(id, Arc::clone(&conn));
+        self.conns.insert(Arc::clone(&conn));
         if !channels.is_empty() {
             let mut list = conn.channels.lock();
             for channel in &channels {
@@ -226,7 +233,7 @@ impl Registry {
     /// Removes a connection; the user's object goes with its last one
     /// unless a long-poll session keeps it. Idempotent.
     pub(crate) fn detach(&self, conn: &Conn) {
-        if self.conns.remove(&conn.id).is_none() {
+        if self.conns.remove(conn.id).is_none() {
             return;
         }
         self.total.fetch_sub(1, Ordering::AcqRel);
@@ -266,7 +273,7 @@ impl Registry {
             conn.channels_changed(&list);
             // Under the list's lock: a detach that removed the connection
             // first leaves what the list holds once it gets the lock.
-            if self.conns.contains_key(&conn.id) {
+            if self.conns.contains(conn.id) {
                 self.channels.join(channel, conn);
             }
         }
@@ -358,7 +365,7 @@ impl Registry {
 
     /// A live connection by number.
     pub(crate) fn conn(&self, id: ConnId) -> Option<Arc<Conn>> {
-        self.conns.get(&id).map(|c| Arc::clone(&c))
+        self.conns.get(id)
     }
 
     /// A user's object, if it is alive.
@@ -392,24 +399,19 @@ impl Registry {
 
     /// Every live connection, for drain and shutdown.
     pub(crate) fn all_connections(&self) -> Vec<Arc<Conn>> {
-        self.conns.iter().map(|c| Arc::clone(c.value())).collect()
+        self.conns.all()
     }
 
     /// Delivers `frame` to every live connection of `lane`.
     pub(crate) fn broadcast(&self, frame: &Frame, lane: Lane) -> Delivered {
-        // A snapshot first: delivering may write to sockets, which must not
-        // happen under the map's shard locks (connects and disconnects
-        // would wait for it).
-        let conns: Vec<Arc<Conn>> = self
-            .conns
-            .iter()
-            .filter(|c| lane.owns(*c.key()))
-            .map(|c| Arc::clone(c.value()))
-            .collect();
+        // Shard by shard: the first write goes out as soon as one shard
+        // is copied, and no socket is written under a shard's lock
+        // (connects and disconnects would wait for it).
         let mut delivered = Delivered::default();
-        for conn in &conns {
-            queue(conn, frame, &mut delivered);
-        }
+        self.conns.walk(
+            |shard| lane.owns_shard(shard),
+            |conn| queue(conn, frame, &mut delivered),
+        );
         self.count(delivered)
     }
 

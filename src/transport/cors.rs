@@ -3,12 +3,13 @@
 //! Only origins in `allowed_origins` are echoed back; a preflight from any
 //! other origin is refused with 403.
 
+use bytes::BytesMut;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Response, StatusCode};
 
 use crate::auth::origin::OriginPolicy;
 use crate::http::error::ApiError;
-use crate::http::{Body, empty};
+use crate::http::{Body, empty, wire};
 
 /// How long a browser may cache a preflight answer, in seconds.
 pub(crate) const PREFLIGHT_MAX_AGE_SECS: u32 = 600;
@@ -17,7 +18,7 @@ pub(crate) const PREFLIGHT_MAX_AGE_SECS: u32 = 600;
 /// allowed origin.
 pub(crate) fn decorate(policy: &OriginPolicy, origin: Option<&str>, headers: &mut HeaderMap) {
     headers.append(header::VARY, HeaderValue::from_static("Origin"));
-    if let Some(allowed) = policy.cors_allow_origin(origin)
+    if let Some(allowed) = allow_origin(policy, origin)
         && let Ok(value) = HeaderValue::from_str(allowed)
     {
         headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, value);
@@ -25,6 +26,25 @@ pub(crate) fn decorate(policy: &OriginPolicy, origin: Option<&str>, headers: &mu
             header::ACCESS_CONTROL_EXPOSE_HEADERS,
             HeaderValue::from_static("Retry-After"),
         );
+    }
+}
+
+/// The `Access-Control-Allow-Origin` value for `origin`: the origin
+/// itself when it is allowed and a valid header value (visible ASCII,
+/// spaces and tabs, as `HeaderValue::from_str` takes), else `None`.
+pub(crate) fn allow_origin<'a>(policy: &OriginPolicy, origin: Option<&'a str>) -> Option<&'a str> {
+    policy
+        .cors_allow_origin(origin)
+        .filter(|o| o.bytes().all(|b| b == b'\t' || (b' '..=b'~').contains(&b)))
+}
+
+/// Appends to a response head in `buf` the headers [`decorate`] adds,
+/// in the same order, for an answer written on the raw socket.
+pub(crate) fn put_headers(policy: &OriginPolicy, origin: Option<&str>, buf: &mut BytesMut) {
+    wire::put_header(buf, b"vary", b"Origin");
+    if let Some(allowed) = allow_origin(policy, origin) {
+        wire::put_header(buf, b"access-control-allow-origin", allowed.as_bytes());
+        wire::put_header(buf, b"access-control-expose-headers", b"Retry-After");
     }
 }
 

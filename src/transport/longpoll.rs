@@ -10,6 +10,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use bytes::{BufMut, Bytes, BytesMut};
 use hyper::header::{self, HeaderValue};
 use hyper::{Request, Response};
 use tokio::net::TcpStream;
@@ -17,12 +18,13 @@ use tokio::net::TcpStream;
 use super::cors;
 use super::open::{self, Client, ClientError, Joined};
 use super::pipelined::Pipelined;
+use crate::auth::origin::OriginPolicy;
 use crate::gateway::{self, Gateway};
 use crate::http::head::Head;
-use crate::http::wire;
+use crate::http::wire::{self, Length};
 use crate::http::{Body, full};
 use crate::protocol::Transport;
-use crate::protocol::frame::{Frame, ReconnectReason, json_array};
+use crate::protocol::frame::{Frame, ReconnectReason, json_array, put_json_array};
 use crate::registry::{Attached, Conn, Outgoing, User};
 
 /// Answers `GET /poll`.
@@ -30,13 +32,7 @@ use crate::registry::{Attached, Conn, Outgoing, User};
 /// The request is dropped once admitted: a parked poll keeps only what
 /// its answer needs (the `Origin`, for CORS).
 pub(crate) async fn poll<B>(gw: &Arc<Gateway>, req: Request<B>) -> Response<Body> {
-    let origin = cors::origin_of(req.headers()).map(str::to_owned);
-    let admitted = open::admit(gw, &req, Transport::Poll).await;
-    drop(req);
-    let answered = match admitted {
-        Ok(client) => answer(gw, client).await,
-        Err(err) => Err(err),
-    };
+    let (origin, answered) = outcome(gw, req).await;
     let mut resp = match answered {
         Ok(frames) => {
             let mut resp = Response::new(full(json_array(frames.iter().map(|f| f.json()))));
@@ -54,6 +50,48 @@ pub(crate) async fn poll<B>(gw: &Arc<Gateway>, req: Request<B>) -> Response<Body
     resp
 }
 
+/// A poll's `Origin` (for CORS) and what it is answered with: its frames,
+/// or why it was refused. The request is dropped once admitted.
+async fn outcome<B>(
+    gw: &Arc<Gateway>,
+    req: Request<B>,
+) -> (Option<String>, Result<Vec<Frame>, ClientError>) {
+    let origin = cors::origin_of(req.headers()).map(str::to_owned);
+    let admitted = open::admit(gw, &req, Transport::Poll).await;
+    drop(req);
+    let answered = match admitted {
+        Ok(client) => answer(gw, client).await,
+        Err(err) => Err(err),
+    };
+    (origin, answered)
+}
+
+/// A poll's `200` answer for the raw socket: the bytes [`poll`]'s
+/// response encodes to (same status line, headers in the same order, the
+/// JSON array), written straight into one buffer with no `Response`,
+/// header map or boxed body in between.
+fn answer_bytes(
+    policy: &OriginPolicy,
+    origin: Option<&str>,
+    frames: &[Frame],
+    keep_alive: bool,
+) -> Bytes {
+    let body_len =
+        2 + frames.iter().map(|f| f.json().len()).sum::<usize>() + frames.len().saturating_sub(1);
+    let mut buf = BytesMut::with_capacity(ANSWER_HEAD_BYTES + body_len);
+    buf.put_slice(b"HTTP/1.1 200 OK\r\n");
+    wire::put_header(&mut buf, b"content-type", b"application/json");
+    wire::put_header(&mut buf, b"cache-control", b"no-store");
+    cors::put_headers(policy, origin, &mut buf);
+    wire::end_head(&mut buf, Length::Fixed(body_len), keep_alive);
+    put_json_array(&mut buf, frames.iter().map(|f| f.json()));
+    buf.freeze()
+}
+
+/// Room for an answer's head: status line, five headers and the framing
+/// ones come to under 300 bytes with a long origin.
+const ANSWER_HEAD_BYTES: usize = 320;
+
 /// Serves one `GET /poll` on the raw socket (the front door's): parks it
 /// while the client stays, then writes the answer. Returns whether the
 /// connection stays open for the next request: not if the client asked to
@@ -65,9 +103,9 @@ pub(crate) async fn answer_raw(
     head: Head,
     pipelined: &mut Pipelined,
 ) -> bool {
-    let answer = poll(gw, head.request);
+    let answer = outcome(gw, head.request);
     tokio::pin!(answer);
-    let resp = tokio::select! {
+    let (origin, answered) = tokio::select! {
         // An answer ready at once goes out even if the client has already
         // shut its side (`nc -N`), as hyper answers a request it can
         // answer before it looks for the end of the stream.
@@ -77,7 +115,14 @@ pub(crate) async fn answer_raw(
         () = pipelined.closed(tcp) => return false,
     };
     let keep_alive = head.keep_alive && !pipelined.is_overflowed();
-    let bytes = wire::encode(resp, keep_alive).await;
+    let bytes = match answered {
+        Ok(frames) => answer_bytes(&gw.origins, origin.as_deref(), &frames, keep_alive),
+        Err(err) => {
+            let mut resp = err.into_response();
+            cors::decorate(&gw.origins, origin.as_deref(), resp.headers_mut());
+            wire::encode(resp, keep_alive).await
+        }
+    };
     wire::write_all(tcp, &bytes).await.is_ok() && keep_alive
 }
 
@@ -169,5 +214,66 @@ fn to_frame(item: Outgoing) -> Option<Frame> {
         Outgoing::Close(reason) => Some(Frame::close(reason)),
         // Raw bytes only come from a WebSocket's direct socket.
         Outgoing::Ping | Outgoing::Raw(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::frame::CloseReason;
+
+    /// `bytes` with its `date` line taken out (the two encodings may
+    /// straddle a second).
+    fn without_date(bytes: &[u8]) -> String {
+        String::from_utf8_lossy(bytes)
+            .split("\r\n")
+            .filter(|line| !line.starts_with("date: "))
+            .collect::<Vec<_>>()
+            .join("\r\n")
+    }
+
+    /// What the answer encodes to through a `Response`, as [`poll`]
+    /// builds it.
+    async fn through_response(
+        policy: &OriginPolicy,
+        origin: Option<&str>,
+        frames: &[Frame],
+        keep_alive: bool,
+    ) -> Bytes {
+        let mut resp = Response::new(full(json_array(frames.iter().map(|f| f.json()))));
+        let headers = resp.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        cors::decorate(policy, origin, resp.headers_mut());
+        wire::encode(resp, keep_alive).await
+    }
+
+    #[tokio::test]
+    async fn the_direct_answer_is_the_bytes_the_response_encodes_to() {
+        let allow = OriginPolicy::new(&["https://a.example".to_owned()]).expect("valid");
+        let frames = [
+            Frame::close(CloseReason::Idle),
+            Frame::close(CloseReason::Slow),
+        ];
+        let cases: [(Option<&str>, &[Frame], bool); 5] = [
+            (None, &frames, true),
+            (None, &frames[..1], false),
+            (None, &[], true),
+            (Some("https://a.example"), &frames, true),
+            (Some("https://b.example"), &frames, false),
+        ];
+        for (origin, frames, keep_alive) in cases {
+            let direct = answer_bytes(&allow, origin, frames, keep_alive);
+            let hyper = through_response(&allow, origin, frames, keep_alive).await;
+            assert_eq!(
+                without_date(&direct),
+                without_date(&hyper),
+                "origin {origin:?}, {} frames, keep-alive {keep_alive}",
+                frames.len()
+            );
+        }
     }
 }
