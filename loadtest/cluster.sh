@@ -6,7 +6,10 @@
 # node against 3, pushes to thousands of distinct streams. Each step
 # starts its own fresh nodes under its own Redis key prefix, stops them by
 # pid and deletes its keys. Per step it records the publishes Redis ran,
-# the CPU each Redis process spent (INFO cpu before and after) and the
+# the CPU each Redis process spent from the first push to the last
+# delivery (the load client reads /proc/<pid>/stat of each, --broker-pid,
+# at the moments it reads the nodes'; INFO cpu around the whole load
+# client run, connects included, is kept beside it) and the
 # messages each node took from the broker
 # (pushgate_bus_messages_received_total). Results in
 # loadtest/results/cluster-<UTC time>/: per step the load client's JSON
@@ -31,7 +34,8 @@
 # PUSHGATE_* variable as configuration and refuses unknown ones):
 #   CLUSTER_BROKER=redis         redis: the Redis at REDIS_HOST:REDIS_PORT;
 #                                standalone: a fresh private redis-server on a free loopback
-#                                port (no persistence), for a side-by-side with the cluster;
+#                                port (no persistence) with one replica (--replicaof), as each
+#                                cluster master has one, for a side-by-side with the cluster;
 #                                cluster: a fresh Redis Cluster of 3 masters and 3 replicas on
 #                                loopback (tests/cluster/redis-cluster.sh), [broker] cluster = true
 #   CLUSTER_SHARDS=8             [broker] shards on a cluster
@@ -43,6 +47,9 @@
 #   FAILOVER_MESSAGES=100 FAILOVER_RATE=10 FAILOVER_KILL_AFTER=4
 #   PERSONAL_N=15000 PERSONAL_ROUNDS=10 PERSONAL_BATCH=100 PERSONAL_PACED_RATE=100
 #   STREAMS_N=3000 STREAMS_ROUNDS=10
+#   CLUSTER_IDLE_SECS=0          when over 0: after its nodes start and before any client
+#                                connects, each step reads every node's CPU (/proc/<pid>/stat)
+#                                over this many seconds: a node's fixed cost with no users
 #   CLUSTER_OUT                  results directory (default loadtest/results/cluster-<UTC time>)
 #   LOADTEST_PUSHGATE_BIN        a pushgate binary to run instead of building the working
 #                                tree's (for example one built from a clean `git archive HEAD`)
@@ -74,6 +81,7 @@ STREAMS_N=${STREAMS_N:-3000}
 STREAMS_ROUNDS=${STREAMS_ROUNDS:-10}
 CLUSTER_BROKER=${CLUSTER_BROKER:-redis}
 CLUSTER_SHARDS=${CLUSTER_SHARDS:-8}
+CLUSTER_IDLE_SECS=${CLUSTER_IDLE_SECS:-0}
 case "$CLUSTER_BROKER" in
     redis | standalone | cluster) ;;
     *) echo "cluster: CLUSTER_BROKER is redis, standalone or cluster, not $CLUSTER_BROKER" >&2; exit 1 ;;
@@ -97,8 +105,15 @@ steps=("$@")
 
 say() { echo "cluster: $*" >&2; }
 rcli() { redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" "$@"; }
-# redis_ports: every Redis process of the run (a cluster's masters first).
+# redis_ports: every Redis process of the run (a cluster's masters first);
+# redis_pids: their process ids where they run here (standalone, cluster).
 redis_ports=()
+redis_pids=()
+replica_port=""
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
 
 # --- preflight: tools, Redis, kernel limits --------------------------------
 
@@ -158,12 +173,14 @@ if (( ${#problems[@]} > 0 )); then
 fi
 ulimit -n "$hard_files"
 
+# Where cargo puts its binaries (CARGO_TARGET_DIR, as cargo reads it).
+target_dir=${CARGO_TARGET_DIR:-target}
 if [[ -n ${LOADTEST_PUSHGATE_BIN:-} ]]; then
     pushgate_bin=$LOADTEST_PUSHGATE_BIN
     built_from="${LOADTEST_PUSHGATE_COMMIT:-unknown} ($pushgate_bin)"
 else
     cargo build --release --bin pushgate
-    pushgate_bin=target/release/pushgate
+    pushgate_bin=$target_dir/release/pushgate
     built_from="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- src 2>/dev/null || echo ' with uncommitted changes in src/')"
 fi
 [[ -x $pushgate_bin ]] || { say "no pushgate binary at $pushgate_bin"; exit 1; }
@@ -175,7 +192,7 @@ mkdir -p "$out"
 tmp=$(mktemp -d /tmp/pushgate-cluster.XXXXXX)
 # Private copies: others may rebuild target/release meanwhile.
 cp "$pushgate_bin" "$tmp/pushgate"
-cp target/release/loadtest "$tmp/loadtest"
+cp "$target_dir/release/loadtest" "$tmp/loadtest"
 key_root="loadtest-cluster-$stamp"
 
 # --- the broker ----------------------------------------------------------------
@@ -192,7 +209,7 @@ case "$CLUSTER_BROKER" in
         ;;
     standalone)
         REDIS_HOST=127.0.0.1
-        REDIS_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
+        REDIS_PORT=$(free_port)
         mkdir -p "$tmp/standalone"
         redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --dir "$tmp/standalone" \
             --appendonly no --save '' --daemonize yes \
@@ -202,7 +219,20 @@ case "$CLUSTER_BROKER" in
             sleep 0.1
         done
         [[ $(rcli ping 2>/dev/null) == PONG ]] || { say "the private Redis on port $REDIS_PORT did not start"; exit 1; }
-        redis_ports=("$REDIS_PORT")
+        # Its replica: a cluster master forwards every script and SPUBLISH
+        # to its replica, so the single Redis does the same work.
+        replica_port=$(free_port)
+        mkdir -p "$tmp/standalone-replica"
+        redis-server --port "$replica_port" --bind 127.0.0.1 --dir "$tmp/standalone-replica" \
+            --appendonly no --save '' --daemonize yes --replicaof 127.0.0.1 "$REDIS_PORT" \
+            --pidfile "$tmp/standalone-replica/redis.pid" --logfile "$PWD/$out/standalone-replica.log" >/dev/null
+        for _ in $(seq 1 100); do
+            redis-cli -p "$replica_port" info replication 2>/dev/null | grep -q 'master_link_status:up' && break
+            sleep 0.1
+        done
+        redis-cli -p "$replica_port" info replication | grep -q 'master_link_status:up' ||
+            { say "the private Redis's replica on port $replica_port never synced"; exit 1; }
+        redis_ports=("$REDIS_PORT" "$replica_port")
         publisher_ports=("$REDIS_PORT")
         broker_toml=$(printf 'url = "redis://127.0.0.1:%s"' "$REDIS_PORT")
         ;;
@@ -219,6 +249,12 @@ case "$CLUSTER_BROKER" in
         ;;
 esac
 
+if [[ $CLUSTER_BROKER != redis ]]; then
+    for port in "${redis_ports[@]}"; do
+        redis_pids+=("$(redis-cli -p "$port" info server | tr -d '\r' | awk -F: '/^process_id:/ {print $2}')")
+    done
+fi
+
 # shellcheck source=loadtest/gateway-config.sh
 source loadtest/gateway-config.sh
 write_config "$tmp/base.toml" "$tmp/pushgate"
@@ -228,7 +264,7 @@ write_config "$tmp/base.toml" "$tmp/pushgate"
     echo "pushgate built from: $built_from"
     echo "loadtest built from: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- loadtest/src 2>/dev/null || echo ' with uncommitted changes in loadtest/src/')"
     echo "machine: $(uname -sr), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
-    echo "redis: $(rcli info server | tr -d '\r' | awk -F: '/^redis_version/ {print $2}'), CLUSTER_BROKER=$CLUSTER_BROKER, ports ${redis_ports[*]} on $REDIS_HOST (publishing: ${publisher_ports[*]}), $(rcli config get client-output-buffer-limit | tr -d '\r' | tail -n1)"
+    echo "redis: $(rcli info server | tr -d '\r' | awk -F: '/^redis_version/ {print $2}'), CLUSTER_BROKER=$CLUSTER_BROKER, ports ${redis_ports[*]} (pids ${redis_pids[*]:-not local}) on $REDIS_HOST (publishing: ${publisher_ports[*]}), $(rcli config get client-output-buffer-limit | tr -d '\r' | tail -n1)"
     echo "kernel: ip_local_port_range $port_lo-$port_hi, somaxconn $somaxconn, file-max $file_max, open files per process $hard_files"
     echo "node config: load config of loadtest/gateway-config.sh, [session] max_connections = $NODE_MAX_CONNECTIONS, [broker] kind = \"redis\", $(echo "$broker_toml" | paste -sd' '), key_prefix = $key_root-<step>"
     echo "steps: ${steps[*]}"
@@ -238,6 +274,7 @@ write_config "$tmp/base.toml" "$tmp/pushgate"
 
 node_pids=()
 node_addrs=()
+idle_ms=""
 sub_pid=""
 prefix=""
 
@@ -274,7 +311,9 @@ cleanup() {
     stop_nodes
     drop_keys "$key_root-*"
     case "$CLUSTER_BROKER" in
-        standalone) rcli shutdown nosave >/dev/null 2>&1 || true ;;
+        standalone)
+            [[ -z $replica_port ]] || redis-cli -p "$replica_port" shutdown nosave >/dev/null 2>&1 || true
+            rcli shutdown nosave >/dev/null 2>&1 || true ;;
         cluster) tests/cluster/redis-cluster.sh stop "$tmp/redis-cluster" >/dev/null 2>&1 || true ;;
     esac
     rm -rf "$tmp"
@@ -307,6 +346,27 @@ start_nodes() {
         say "$step: node $i pid $pid on $addr"
     done
     sleep 1 # settle before the baseline reading
+    idle_ms=""
+    if (( CLUSTER_IDLE_SECS > 0 )); then
+        local before=() after=() j
+        for pid in "${node_pids[@]}"; do before+=("$(cpu_ticks "$pid")"); done
+        sleep "$CLUSTER_IDLE_SECS"
+        for pid in "${node_pids[@]}"; do after+=("$(cpu_ticks "$pid")"); done
+        for j in "${!node_pids[@]}"; do
+            idle_ms+="$(( (after[j] - before[j]) * 1000 / clk_tck )) "
+        done
+        echo "$step: CPU ms per node over ${CLUSTER_IDLE_SECS} s idle, no clients: $idle_ms" >>"$out/about.txt"
+    fi
+}
+
+clk_tck=$(getconf CLK_TCK)
+# cpu_ticks PID: utime + stime of PID (fields 14 and 15 of /proc/PID/stat,
+# counted past the command name, which may hold spaces).
+cpu_ticks() {
+    local stat
+    stat=$(cat "/proc/$1/stat")
+    stat=${stat##*) }
+    awk '{print $12 + $13}' <<<"$stat"
 }
 
 # urls FORMAT [FIRST LAST]: FORMAT (with %s for the address) for nodes
@@ -370,6 +430,9 @@ run() {
     local cmd=("$tmp/loadtest" "$@"
         --sources "$sources" --per-worker 19000 --timeout-secs 600
         --json "$out/$name.json" --markdown "$out/$name.md")
+    if (( ${#redis_pids[@]} > 0 )); then
+        cmd+=(--broker-pid "$(IFS=,; echo "${redis_pids[*]}")")
+    fi
     echo "$name: ${cmd[*]}" | sed "s|$tmp/loadtest|target/release/loadtest|" >>"$out/commands.txt"
     if [[ $CLUSTER_BROKER != cluster ]]; then
         redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" --csv subscribe "$prefix:bus" \
@@ -388,6 +451,11 @@ run() {
     cpu_after=$(redis_cpu_ms)
     received=$(bus_received)
     load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+    # Each Redis's CPU from the first push to the last delivery, as the
+    # load client read it (null without --broker-pid or its result).
+    local window server_cpu_ms
+    window=$(jq -c '.results.broker_cpu_ms_per_pid // null' "$out/$name.json" 2>/dev/null) || window=null
+    server_cpu_ms=$(jq '.results.server_cpu_ms // null' "$out/$name.json" 2>/dev/null) || server_cpu_ms=null
     local on_channel=null
     if [[ -n $sub_pid ]]; then
         sleep 0.5
@@ -401,21 +469,29 @@ run() {
         --argjson channel "$on_channel" --arg load_before "$load_before" --arg load_after "$load_after" \
         --argjson nodes "${#node_pids[@]}" --arg broker "$CLUSTER_BROKER" \
         --arg ports "${redis_ports[*]}" --arg cpu_before "$cpu_before" --arg cpu_after "$cpu_after" \
-        --arg received "$received" \
+        --arg received "$received" --arg idle_ms "$idle_ms" --argjson idle_secs "$CLUSTER_IDLE_SECS" --argjson window "${window:-null}" \
+        --argjson server_cpu_ms "${server_cpu_ms:-null}" \
         'def nums: [splits(" +") | select(length > 0) | tonumber];
          ($ports | nums) as $ports | ($cpu_before | nums) as $b | ($cpu_after | nums) as $a
-         | [range(0; $ports | length) | {port: $ports[.], cpu_ms: ($a[.] - $b[.])}] as $redis
+         | [range(0; $ports | length) | {port: $ports[.],
+              cpu_ms: (if $window != null then $window[.] else ($a[.] - $b[.]) end),
+              cpu_ms_whole_run: ($a[.] - $b[.])}] as $redis
          | ($redis | max_by(.cpu_ms)) as $busiest
          | {step: $name, broker: $broker, nodes: $nodes, exit_status: $status, pushes: $pushes,
           publish_calls_redis_wide: ($after - $before), messages_on_channel: $channel,
           publishes_per_push: (if $pushes == 0 then null
               elif $channel != null then ($channel / $pushes) else (($after - $before) / $pushes) end),
+          redis_cpu_window: (if $window != null then "first push to last delivery (/proc)"
+              else "whole load client run (INFO cpu)" end),
           redis_cpu: $redis, busiest_redis_cpu_ms: $busiest.cpu_ms,
           busiest_redis_cpu_per_push_us: (if $pushes > 0 then ($busiest.cpu_ms * 1000 / $pushes) else null end),
+          gateway_cpu_per_push_us: (if $pushes > 0 and $server_cpu_ms != null
+              then ($server_cpu_ms * 1000 / $pushes) else null end),
           bus_messages_received_per_node: ($received | nums),
+          node_idle_cpu_ms: (if $idle_secs > 0 then {secs: $idle_secs, per_node: ($idle_ms | nums)} else null end),
           load_average_before: $load_before, load_average_after: $load_after}' \
         >"$out/$name.redis.json"
-    echo "$name: load average $load_before -> $load_after, (S)PUBLISH calls $((calls_after - calls_before)) on the masters, ${on_channel} on $prefix:bus, Redis CPU ms (${redis_ports[*]}): $cpu_before -> $cpu_after, bus messages received per node: $received, $pushes pushes, exit $status" >>"$out/about.txt"
+    echo "$name: load average $load_before -> $load_after, (S)PUBLISH calls $((calls_after - calls_before)) on the masters, ${on_channel} on $prefix:bus, Redis CPU ms (${redis_ports[*]}): $cpu_before -> $cpu_after (INFO cpu, whole run), first push to last delivery: $window, bus messages received per node: $received, $pushes pushes, exit $status" >>"$out/about.txt"
     return "$status"
 }
 
@@ -526,11 +602,12 @@ if (( ${#summary_steps[@]} > 0 )); then
             .publishes_per_push, .exit_status] | map(tostring) | "| " + join(" | ") + " |"' \
             "$out/summary.json"
         echo
-        echo "| step | broker | nodes | pushes | (S)PUBLISH per push | busiest Redis: CPU / per push | Redis CPU per process | bus messages received per node |"
-        echo "| --- | --- | ---: | ---: | ---: | ---: | --- | --- |"
+        echo "| step | broker | nodes | pushes | (S)PUBLISH per push | busiest Redis: CPU / per push | gateway CPU per push | Redis CPU per process | over | bus messages received per node |"
+        echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |"
         jq -r '.[] | [.step, .broker, .nodes, .pushes, .publishes_per_push,
             "\(.busiest_redis_cpu_ms) ms / \(.busiest_redis_cpu_per_push_us) µs",
-            (.redis_cpu | map("\(.cpu_ms)") | join(" / ")) + " ms",
+            "\(.gateway_cpu_per_push_us // "-") µs",
+            (.redis_cpu | map("\(.cpu_ms)") | join(" / ")) + " ms", .redis_cpu_window,
             (.bus_messages_received_per_node | map(tostring) | join(" / "))] | map(tostring) | "| " + join(" | ") + " |"' \
             "$out/summary.json"
     } >"$out/summary.md"

@@ -344,6 +344,12 @@ pub(crate) struct Common {
     /// of nodes).
     #[arg(long, value_delimiter = ',')]
     pub pid: Vec<u32>,
+    /// The broker's process ids (Redis: `INFO server`'s process_id),
+    /// comma-separated: each one's CPU is read from /proc over exactly the
+    /// window the server's is (the first push to the last delivery), not
+    /// over the connects. Reported one figure per pid, never summed.
+    #[arg(long, value_delimiter = ',')]
+    pub broker_pid: Vec<u32>,
     /// The server's Prometheus endpoints (pushgate: http://HOST:PORT/metrics),
     /// comma-separated; a gauge read for waiting is summed over them.
     #[arg(long, value_delimiter = ',')]

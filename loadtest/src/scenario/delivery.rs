@@ -374,6 +374,8 @@ struct Pushed {
     cpu_us: Option<u64>,
     /// Server CPU per `--pid` (a node of a cluster), µs.
     cpu_us_per_pid: Vec<Option<u64>>,
+    /// CPU per `--broker-pid` over the same window, µs.
+    broker_cpu_us_per_pid: Vec<Option<u64>>,
     push_secs: f64,
     killed: Option<Killed>,
     /// The storm's readings of node B's `/metrics`.
@@ -519,6 +521,14 @@ async fn execute(d: Delivery<'_>) -> anyhow::Result<Finished> {
             .collect();
         report.detail("server_cpu_ms_per_pid", json!(per_node));
     }
+    if !pushed.broker_cpu_us_per_pid.is_empty() {
+        let per_pid: Vec<Option<f64>> = pushed
+            .broker_cpu_us_per_pid
+            .iter()
+            .map(|c| c.map(|us| hist::round2(us as f64 / 1000.0)))
+            .collect();
+        report.detail("broker_cpu_ms_per_pid", json!(per_pid));
+    }
     if let Some(cpu) = pushed.cpu_us {
         report.metric(
             "server_cpu_ms",
@@ -577,6 +587,7 @@ async fn push_and_collect(d: &Delivery<'_>, fleet: &mut Fleet) -> anyhow::Result
     } else {
         None
     };
+    let broker_before: Vec<_> = common.broker_pid.iter().map(|p| sample(&[*p])).collect();
     let before = sample(&common.pid);
     let before_each: Vec<_> = common.pid.iter().map(|p| sample(&[*p])).collect();
     let client_before = fleet.cpu_us();
@@ -619,6 +630,12 @@ async fn push_and_collect(d: &Delivery<'_>, fleet: &mut Fleet) -> anyhow::Result
         .zip(before_each)
         .map(|(p, b)| cpu_between(b, sample(&[*p])))
         .collect();
+    let broker_cpu_us_per_pid = common
+        .broker_pid
+        .iter()
+        .zip(broker_before)
+        .map(|(p, b)| cpu_between(b, sample(&[*p])))
+        .collect();
     let client_cpu_us = fleet.cpu_us().saturating_sub(client_before);
     Ok(Pushed {
         client_cpu_us,
@@ -627,6 +644,7 @@ async fn push_and_collect(d: &Delivery<'_>, fleet: &mut Fleet) -> anyhow::Result
         outcomes,
         cpu_us: cpu_between(before, after),
         cpu_us_per_pid,
+        broker_cpu_us_per_pid,
         push_secs,
         killed,
         samples,
