@@ -53,7 +53,16 @@ pub(super) fn report_counts(
     let unexpected = sum(|o| o.unexpected);
     report.metric("expected_deliveries", "deliveries expected", expected, "");
     report.metric("delivered", "deliveries", delivered, "");
-    report.metric("lost", "lost", lost, "");
+    report.metric("lost", "lost (silently)", lost, "");
+    let lost_reported = sum(|o| o.lost_reported);
+    if lost_reported > 0 {
+        report.metric(
+            "lost_reported",
+            "missing after a recover with complete: false",
+            lost_reported,
+            "",
+        );
+    }
     report.metric("duplicates", "duplicated", duplicates, "");
     report.metric("out_of_order", "out of order", sum(|o| o.out_of_order), "");
     report.metric(
@@ -107,8 +116,9 @@ pub(super) fn report_counts(
     report.detail("errors", errors.clone());
     if lost > 0 || duplicates > 0 || unexpected > 0 || delivered < expected {
         problems.push(format!(
-            "{delivered} of {expected} delivered, {lost} lost, {duplicates} duplicated, \
-             {unexpected} unexpected (closes {closes:?}, errors {errors:?})"
+            "{delivered} of {expected} delivered, {lost} lost, {lost_reported} missing \
+             after complete: false, {duplicates} duplicated, {unexpected} unexpected \
+             (closes {closes:?}, errors {errors:?})"
         ));
     }
     delivered

@@ -80,7 +80,7 @@ pub(super) fn on_frame(ctx: &Ctx, i: usize, frame: Inbound, cursor: &mut Option<
             if c.is_some() {
                 *cursor = c;
             }
-            tally.recovered(complete);
+            tally.recovered(i, complete);
             Flow::Continue
         }
         Inbound::Reconnect {

@@ -186,8 +186,13 @@ pub(crate) struct Outcome {
     pub complete: u64,
     /// First arrivals of expected messages.
     pub delivered: u64,
-    /// Expected messages never received, over opened connections.
+    /// Expected messages never received, over opened connections, that
+    /// the gateway never said may be missing (a silent loss).
     pub lost: u64,
+    /// Expected messages never received on connections that got a
+    /// `recover` with `complete: false` (a gap the gateway reported).
+    #[serde(default)]
+    pub lost_reported: u64,
     /// Arrivals of a message a connection already had.
     pub duplicates: u64,
     /// Messages that arrived after a higher-numbered one.

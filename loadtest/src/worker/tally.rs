@@ -27,6 +27,8 @@ pub(crate) struct Tally {
     counts: Vec<u8>,
     /// Distinct expected messages per connection.
     distinct: Vec<u32>,
+    /// Connections that got a `recover` with `complete: false`.
+    told_gap: Vec<bool>,
     /// Highest seq seen per connection.
     highest: Vec<u64>,
     /// With channels: what each connection expects, counted per
@@ -157,6 +159,7 @@ impl Tally {
                 vec![0; conns * per]
             },
             distinct: vec![0; conns],
+            told_gap: vec![false; conns],
             highest: vec![0; conns],
             streams,
             opened: 0,
@@ -256,12 +259,13 @@ impl Tally {
         *self.out.closes.entry(reason.to_owned()).or_default() += 1;
     }
 
-    /// A `recover` frame arrived.
-    pub(crate) fn recovered(&mut self, complete: bool) {
+    /// A `recover` frame arrived on connection `conn`.
+    pub(crate) fn recovered(&mut self, conn: usize, complete: bool) {
         if complete {
             self.out.recover_complete += 1;
         } else {
             self.out.recover_incomplete += 1;
+            self.told_gap[conn] = true;
         }
     }
 
@@ -373,8 +377,19 @@ impl Tally {
         if silent {
             out.not_closed = self.opened.saturating_sub(self.ended);
         } else {
-            // Lost: expected messages missing on connections that opened.
-            out.lost = self.opened_expect.saturating_sub(out.delivered);
+            // Lost: expected messages missing on connections that opened;
+            // those on a connection the gateway told `complete: false`
+            // are a gap it reported, counted apart.
+            let missing = self.opened_expect.saturating_sub(out.delivered);
+            out.lost_reported = (0..self.distinct.len())
+                .filter(|&conn| self.told_gap[conn])
+                .map(|conn| {
+                    self.expect_of(conn)
+                        .saturating_sub(u64::from(self.distinct[conn]))
+                })
+                .sum::<u64>()
+                .min(missing);
+            out.lost = missing - out.lost_reported;
         }
         out
     }
@@ -405,6 +420,32 @@ mod tests {
         assert!(t.is_complete(0) && !t.is_complete(1));
         assert_eq!(t.got(2), 2);
         assert_eq!(out.per_seq[2].last_us, 300);
+    }
+
+    #[test]
+    fn a_gap_the_gateway_reported_is_not_a_silent_loss() {
+        let mut t = Tally::new(3, 4);
+        for conn in 0..3 {
+            t.opened(conn, 10);
+        }
+        // Connection 0 was told `complete: false` and misses 2 and 3;
+        // connection 1 was told all is there and misses 4; connection 2
+        // has everything.
+        t.recovered(0, false);
+        t.recovered(1, true);
+        for seq in [1, 4] {
+            t.message(0, Some(seq), None, None, 100);
+        }
+        for seq in 1..=3 {
+            t.message(1, Some(seq), None, None, 100);
+        }
+        for seq in 1..=4 {
+            t.message(2, Some(seq), None, None, 100);
+        }
+        let out = t.outcome(false);
+        assert_eq!(out.lost_reported, 2);
+        assert_eq!(out.lost, 1);
+        assert_eq!((out.recover_complete, out.recover_incomplete), (1, 1));
     }
 
     #[test]
