@@ -21,14 +21,20 @@ use tokio_tungstenite::tungstenite::Message;
 /// How long the process may take to answer at all.
 const WAIT: Duration = Duration::from_secs(30);
 
-/// `GET path` on a new connection; the whole answer.
+/// `GET path` on a new connection; the whole answer, or an error if it
+/// does not come within [`WAIT`].
 async fn get(addr: SocketAddr, path: &str) -> std::io::Result<String> {
-    let mut stream = TcpStream::connect(addr).await?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: pushgate\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await?;
-    let mut answer = Vec::new();
-    stream.read_to_end(&mut answer).await?;
-    Ok(String::from_utf8_lossy(&answer).into_owned())
+    let exchange = async {
+        let mut stream = TcpStream::connect(addr).await?;
+        let request = format!("GET {path} HTTP/1.1\r\nHost: pushgate\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await?;
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).await?;
+        Ok(String::from_utf8_lossy(&answer).into_owned())
+    };
+    tokio::time::timeout(WAIT, exchange)
+        .await
+        .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
 }
 
 fn shipped_drain_timeout() -> Duration {

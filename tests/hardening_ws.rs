@@ -7,10 +7,9 @@
 mod hardening_support;
 mod support;
 
-use std::time::Duration;
-
 use hardening_support::{Probe, WAIT, hardened_config};
 use serde_json::json;
+use support::browser::push_marker;
 use support::ws::{client_close, eventually, frame, opcode};
 use tokio::io::AsyncWriteExt;
 
@@ -249,9 +248,7 @@ async fn hostile_frames_end_only_their_connection_and_the_gateway_keeps_serving(
                 raw.frames_until_close(WAIT).await;
             }
             WsExpect::AnsweredOrClosed => {
-                let frames = raw
-                    .frames_until_close_or_quiet(Duration::from_secs(2))
-                    .await;
+                let frames = raw.frames_until_close_or_marker(&probe.gw, &user).await;
                 assert!(
                     frames.iter().all(|f| matches!(
                         f.opcode,
@@ -275,28 +272,46 @@ async fn hostile_frames_end_only_their_connection_and_the_gateway_keeps_serving(
     assert_eq!(probe.checks(), cases.len());
 }
 
-/// Reading a flood's answers: frames until a close, EOF, or `quiet` with
-/// nothing arriving.
-trait QuietRead {
-    async fn frames_until_close_or_quiet(&mut self, quiet: Duration) -> Vec<support::ws::RawFrame>;
+/// Reading a flood's answers: frames until a close, EOF, or a marker
+/// pushed to the client's user after the flood was written, so no fixed
+/// quiet window ends the reading (the marker is not among the frames).
+trait MarkerRead {
+    async fn frames_until_close_or_marker(
+        &mut self,
+        gw: &support::Gateway,
+        user: &str,
+    ) -> Vec<support::ws::RawFrame>;
 }
 
-impl QuietRead for support::ws::RawWs {
-    async fn frames_until_close_or_quiet(&mut self, quiet: Duration) -> Vec<support::ws::RawFrame> {
+impl MarkerRead for support::ws::RawWs {
+    async fn frames_until_close_or_marker(
+        &mut self,
+        gw: &support::Gateway,
+        user: &str,
+    ) -> Vec<support::ws::RawFrame> {
+        let marker = push_marker(gw, json!([user])).await;
         let mut frames = Vec::new();
         let deadline = tokio::time::Instant::now() + WAIT;
-        while tokio::time::Instant::now() < deadline {
-            match tokio::time::timeout(quiet, self.next_frame(WAIT)).await {
-                Ok(Some(frame)) => {
-                    let last = frame.opcode == opcode::CLOSE;
-                    frames.push(frame);
-                    if last {
-                        break;
-                    }
-                }
-                Ok(None) | Err(_) => break,
+        loop {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "neither the marker nor a close within {WAIT:?}: {} frames",
+                frames.len()
+            );
+            let Some(frame) = self.next_frame(WAIT).await else {
+                return frames;
+            };
+            let is_marker = frame.opcode == opcode::TEXT
+                && serde_json::from_slice::<serde_json::Value>(&frame.payload)
+                    .is_ok_and(|f| f["type"] == "message" && f["data"] == marker);
+            if is_marker {
+                return frames;
+            }
+            let last = frame.opcode == opcode::CLOSE;
+            frames.push(frame);
+            if last {
+                return frames;
             }
         }
-        frames
     }
 }

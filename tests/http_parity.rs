@@ -52,12 +52,11 @@ const USER: &str = "parity";
 const HYPER_PATH: &str = "/healthz";
 /// The request head limit (`server::MAX_REQUEST_HEAD_BYTES`).
 const HEAD_LIMIT: usize = pushgate::http::MAX_REQUEST_HEAD_BYTES;
-/// How long a row's connection is watched when it must close: the
-/// header timeout of the hardened config (2 s) and a margin.
+/// How long a row's connection is watched: it must close within the
+/// header timeout of the hardened config (2 s) and a margin. A row whose
+/// connection must stay open ends with one more request that asks for
+/// the close (see [`send`]).
 const CLOSE_WAIT: Duration = Duration::from_secs(4);
-/// How long a row's connection is watched when it must stay open: well
-/// within the header timeout, which would close it.
-const OPEN_WAIT: Duration = Duration::from_millis(800);
 /// The pause between the two parts of a row written in two.
 const GAP: Duration = Duration::from_millis(200);
 
@@ -115,11 +114,9 @@ impl Row {
         self
     }
 
-    fn wait(&self) -> Duration {
-        match (self.poll, self.hyper) {
-            (Expect::KeptOpen(_), _) | (_, Expect::KeptOpen(_)) => OPEN_WAIT,
-            _ => CLOSE_WAIT,
-        }
+    /// Whether a path must keep the connection open after the answers.
+    fn keeps_open(&self) -> bool {
+        matches!(self.poll, Expect::KeptOpen(_)) || matches!(self.hyper, Expect::KeptOpen(_))
     }
 }
 
@@ -674,14 +671,22 @@ fn rows() -> Vec<Row> {
     ]
 }
 
-/// Writes `row` for `target` and watches what comes back.
+/// Writes `row` for `target` and watches what comes back, until the
+/// close or [`CLOSE_WAIT`]. A connection that must stay open is shown
+/// open by a marker instead of a quiet wait: one more request for
+/// `target`, [`GAP`] later, answered on the same connection (it asks for
+/// the close, which ends the reading).
 async fn send(gw: &Gateway, row: &Row, target: &str) -> Exchange {
     let bytes = (row.build)(target);
-    let pieces: Vec<&[u8]> = match row.split {
+    let mut pieces: Vec<&[u8]> = match row.split {
         Some(at) => vec![&bytes[..at], &bytes[at..]],
         None => vec![&bytes[..]],
     };
-    exchange(gw.addr, &pieces, GAP, row.half_close, row.wait()).await
+    let marker = close_head(target, "");
+    if row.keeps_open() {
+        pieces.push(marker.as_bytes());
+    }
+    exchange(gw.addr, &pieces, GAP, row.half_close, CLOSE_WAIT).await
 }
 
 /// Whether both paths ended the same way: the same answers, the same

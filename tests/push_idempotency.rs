@@ -12,7 +12,6 @@ use support::browser::{Live, data_of, poll_frames, poll_path, spawn_get, wait_fo
 use support::{Gateway, next_json};
 
 const WAIT: Duration = Duration::from_secs(10);
-const QUIET: Duration = Duration::from_millis(300);
 
 async fn push(gw: &Gateway, body: Value, status: u16) -> Value {
     let resp = gw.push(&body).await;
@@ -20,13 +19,15 @@ async fn push(gw: &Gateway, body: Value, status: u16) -> Value {
     resp.json()
 }
 
-/// The next frames' data until `sentinel` (excluded), then nothing more.
-async fn data_until(client: &mut Live, sentinel: &str) -> Vec<Value> {
+/// The next frames' data until `sentinel` (excluded), then nothing more
+/// before a marker pushed `to` the client (on the stream of the
+/// duplicate).
+async fn data_until(gw: &Gateway, client: &mut Live, sentinel: &str, to: Value) -> Vec<Value> {
     let mut got = Vec::new();
     loop {
         let frame = client.next_json(WAIT).await;
         if frame["data"] == sentinel {
-            client.assert_quiet(QUIET).await;
+            client.assert_quiet(gw, to, WAIT).await;
             return got;
         }
         got.push(frame["data"].clone());
@@ -48,7 +49,10 @@ async fn a_repeated_broadcast_id_is_a_duplicate_and_delivered_once() {
     assert_eq!(third["duplicate"], true);
 
     push(&gw, json!({"to": "*", "data": "end"}), 202).await;
-    assert_eq!(data_until(&mut alice, "end").await, [json!(1)]);
+    assert_eq!(
+        data_until(&gw, &mut alice, "end", json!("*")).await,
+        [json!(1)]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -64,7 +68,10 @@ async fn a_repeated_personal_id_is_a_duplicate_and_delivered_once() {
     assert_eq!(again["users"], 2);
 
     push(&gw, json!({"to": ["bob"], "data": "end"}), 202).await;
-    assert_eq!(data_until(&mut bob, "end").await, [json!("shipped")]);
+    assert_eq!(
+        data_until(&gw, &mut bob, "end", json!(["bob"])).await,
+        [json!("shipped")]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -151,7 +158,7 @@ async fn an_id_is_accepted_again_once_its_window_has_passed() {
     assert!(later.get("duplicate").is_none_or(|d| d == false), "{later}");
     push(&gw, json!({"to": "*", "data": "end"}), 202).await;
     assert_eq!(
-        data_until(&mut frank, "end").await,
+        data_until(&gw, &mut frank, "end", json!("*")).await,
         [json!("d"), json!("d")]
     );
 }

@@ -16,7 +16,6 @@ use support::browser::{
 };
 
 const WAIT: Duration = Duration::from_secs(10);
-const QUIET: Duration = Duration::from_millis(300);
 
 fn config() -> pushgate::config::Config {
     let mut c = support::config();
@@ -60,7 +59,7 @@ async fn live_frames(
         (_, Some(mut client)) => {
             push(gw, body).await;
             let frame = client.next_json(WAIT).await;
-            client.assert_quiet(QUIET).await;
+            client.assert_quiet(gw, json!([user]), WAIT).await;
             vec![frame]
         }
         (_, None) => unreachable!("ws and sse stay open"),
@@ -202,7 +201,7 @@ async fn sse_resumes_from_the_last_event_id_header() {
     }
     assert_eq!(got, [json!("missed 1"), json!("missed 2")]);
     let mut live = Live::Sse(Box::new(again));
-    live.assert_quiet(QUIET).await;
+    live.assert_quiet(&gw, json!(["erin"]), WAIT).await;
 }
 
 /// What `user` should receive of the seam test's script, in order.
@@ -254,7 +253,7 @@ async fn consume(gw: &Gateway, transport: Transport, user: &str, start: String) 
             loop {
                 let frame = client.next_json(WAIT).await;
                 if frame["data"] == "end" {
-                    client.assert_quiet(QUIET).await;
+                    client.assert_quiet(gw, json!([user]), WAIT).await;
                     return got;
                 }
                 got.push(frame["data"].clone());

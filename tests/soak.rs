@@ -348,6 +348,9 @@ async fn soak(plan: Plan) {
     sampler
         .await
         .expect("the memory sampler ended without a panic");
+    // A pause before the last RSS figure, which is printed, not judged
+    // (the peak includes it): nothing waits on the gateway here, that was
+    // the `clients gone` poll above.
     sleep(Duration::from_millis(500)).await;
     let rss_after = rss_kib();
     let samples = samples.lock().expect("samples").clone();

@@ -6,8 +6,8 @@ mod support;
 
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use serde_json::{Value, json};
+use support::browser::Live;
 use support::{Gateway, Ws, config, next_json, token};
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -24,10 +24,10 @@ async fn push(gw: &Gateway, body: Value) -> Value {
     resp.json()
 }
 
-/// Nothing more arrives within a short quiet period.
-async fn assert_quiet(ws: &mut Ws) {
-    let extra = tokio::time::timeout(Duration::from_millis(300), ws.next()).await;
-    assert!(extra.is_err(), "unexpected frame: {extra:?}");
+/// Nothing more reaches `ws` before a marker pushed `to` it (the memory
+/// broker delivers every stream in publish order).
+async fn assert_quiet(gw: &Gateway, ws: Ws, to: Value) {
+    Live::Ws(Box::new(ws)).assert_quiet(gw, to, WAIT).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -58,7 +58,7 @@ async fn resume_gets_recover_complete_then_missed_messages_in_order_then_live() 
     assert_eq!(missed[1]["stream"], "broadcast");
     push(&gw, json!({"to": "*", "data": "live"})).await;
     assert_eq!(next_json(&mut again, WAIT).await["data"], "live");
-    assert_quiet(&mut again).await;
+    assert_quiet(&gw, again, json!(["alice"])).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -130,7 +130,7 @@ async fn client_without_cursor_gets_only_messages_published_after_it_connected()
     let frame = next_json(&mut ws, WAIT).await;
     assert_eq!(frame["type"], "message");
     assert_eq!(frame["data"], "new");
-    assert_quiet(&mut ws).await;
+    assert_quiet(&gw, ws, json!(["alice"])).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -155,5 +155,5 @@ async fn resume_while_messages_keep_flowing_loses_and_repeats_nothing() {
         let frame = next_json(&mut ws, WAIT).await;
         assert_eq!(frame["data"], want, "{frame}");
     }
-    assert_quiet(&mut ws).await;
+    assert_quiet(&gw, ws, json!("*")).await;
 }

@@ -3,6 +3,7 @@
 //! stream as a browser does, and a resume over any transport.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -13,6 +14,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use pushgate::protocol::Transport;
 use serde_json::Value;
+use tokio_tungstenite::tungstenite::Message;
 
 use super::{Gateway, Response, Ws, next_json, token};
 
@@ -353,37 +355,71 @@ impl Live {
         }
     }
 
-    /// Asserts nothing but pings arrives within `wait`.
-    pub(crate) async fn assert_quiet(&mut self, wait: Duration) {
-        match self {
-            Self::Ws(ws) => {
-                let deadline = tokio::time::Instant::now() + wait;
-                loop {
-                    match tokio::time::timeout_at(
-                        deadline,
-                        futures_util::StreamExt::next(&mut **ws),
-                    )
-                    .await
-                    {
-                        Err(_) => return,
-                        Ok(Some(Ok(msg))) if msg.is_ping() || msg.is_pong() => continue,
-                        other => panic!("expected nothing, got {other:?}"),
+    /// Asserts that nothing more reaches this client: pushes a marker
+    /// `to` the client (see [`push_marker`]) and reads, within `limit`,
+    /// up to it (see [`Live::assert_quiet_until`]).
+    pub(crate) async fn assert_quiet(&mut self, gw: &Gateway, to: Value, limit: Duration) {
+        let marker = push_marker(gw, to).await;
+        self.assert_quiet_until(&marker, limit).await;
+    }
+
+    /// Reads up to the message whose data is `marker`, within `limit`,
+    /// and panics if any other frame comes first. Heartbeats are not
+    /// frames: WebSocket pings and pongs, SSE comments and `retry:`.
+    ///
+    /// The marker, pushed after what must not arrive, proves that nothing
+    /// did without a fixed quiet window (which both takes its time and
+    /// misses a frame later than itself): what was wrongly delivered
+    /// would be queued before it, provided the two are ordered: one
+    /// connection's queue is, and the memory broker and a single Redis
+    /// deliver every stream in publish order (one sequence). On a Redis
+    /// Cluster only one stream is ordered: push the marker on the stream
+    /// of what must not arrive.
+    pub(crate) async fn assert_quiet_until(&mut self, marker: &Value, limit: Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let frame = match self {
+                Self::Ws(ws) => {
+                    let next =
+                        tokio::time::timeout_at(deadline, futures_util::StreamExt::next(&mut **ws))
+                            .await
+                            .unwrap_or_else(|_| panic!("marker {marker} not within {limit:?}"));
+                    match next {
+                        Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+                        Some(Ok(Message::Text(text))) => {
+                            serde_json::from_str::<Value>(&text).expect("JSON frame")
+                        }
+                        other => panic!("expected marker {marker}, got {other:?}"),
                     }
                 }
-            }
-            Self::Sse(sse) => {
-                let deadline = tokio::time::Instant::now() + wait;
-                loop {
+                Self::Sse(sse) => {
                     let left = deadline.saturating_duration_since(tokio::time::Instant::now());
                     match sse.try_next_item(left).await {
-                        None => return,
+                        None => panic!("marker {marker} not within {limit:?}"),
                         Some(Some(SseItem::Comment(_) | SseItem::Retry(_))) => continue,
-                        other => panic!("expected nothing, got {other:?}"),
+                        Some(Some(event)) => event.json(),
+                        Some(None) => panic!("the stream ended before marker {marker}"),
                     }
                 }
-            }
+            };
+            assert!(
+                frame["type"] == "message" && &frame["data"] == marker,
+                "expected nothing before marker {marker}, got {frame}"
+            );
+            return;
         }
     }
+}
+
+/// Pushes a marker message `to` whom (`"*"`, `["<user>"]`,
+/// `{"channels": [...]}`) and returns its data, `"marker-<n>"`, unique in
+/// the test binary: see [`Live::assert_quiet_until`].
+pub(crate) async fn push_marker(gw: &Gateway, to: Value) -> Value {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let data = Value::from(format!("marker-{}", NEXT.fetch_add(1, Ordering::Relaxed)));
+    let resp = gw.push(&serde_json::json!({"to": to, "data": data})).await;
+    assert_eq!(resp.status, StatusCode::ACCEPTED, "marker push: {resp:?}");
+    data
 }
 
 /// Data values of message frames, in order.

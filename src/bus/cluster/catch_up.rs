@@ -176,6 +176,31 @@ mod tests {
     }
 
     #[test]
+    fn a_read_at_the_position_restarts_nothing() {
+        let history = History {
+            upto: Cursor::new(E, 5),
+            messages: vec![msg(5)],
+        };
+        let plan = plan(Cursor::new(E, 5), Some(history), vec![live(E, 6)], TOKEN);
+        assert_eq!(plan.reset, None, "the sequence did not go back");
+        assert_eq!(steps(&plan), ["m6"]);
+    }
+
+    #[test]
+    fn only_its_own_barrier_lets_through_what_the_read_covered() {
+        // The sequence went back after the read (a failover): past the
+        // catch-up's barrier a message at or below the read's position is
+        // new, and delivered. Another barrier (a resume's) opens nothing.
+        let history = History {
+            upto: Cursor::new(E, 8),
+            messages: vec![msg(6), msg(7), msg(8)],
+        };
+        let pending = vec![barrier(8, 3), live(E, 8), barrier(8, TOKEN), live(E, 4)];
+        let plan = plan(Cursor::new(E, 5), Some(history), pending, TOKEN);
+        assert_eq!(steps(&plan), ["m6", "m7", "m8", "b3", "b7", "m4"]);
+    }
+
+    #[test]
     fn a_sequence_gone_back_restarts_from_the_read() {
         // A failover lost 9 and 10: the new master is at 8.
         let history = History {
