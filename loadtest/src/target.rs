@@ -145,11 +145,30 @@ pub(crate) async fn connect(
 ) -> std::io::Result<TcpStream> {
     let socket = TcpSocket::new_v4()?;
     if let Some(ip) = source {
+        port_at_connect(&socket)?;
         socket.bind(SocketAddr::V4(SocketAddrV4::new(ip, 0)))?;
     }
     let stream = socket.connect(addr).await?;
     stream.set_nodelay(true)?;
     Ok(stream)
+}
+
+/// Leaves the choice of the source port to `connect` (Linux's
+/// `IP_BIND_ADDRESS_NO_PORT`). A port bound before connecting must be free
+/// for every destination, so the sockets a storm leaves in TIME_WAIT (a
+/// client closes first after a `reconnect` frame) make each bind scan the
+/// whole port range and, past about 28,000, fail; at connect time the port
+/// need only be unique for its destination.
+#[cfg(target_os = "linux")]
+fn port_at_connect(socket: &TcpSocket) -> std::io::Result<()> {
+    use nix::sys::socket::{setsockopt, sockopt::IpBindAddressNoPort};
+    setsockopt(socket, IpBindAddressNoPort, &true).map_err(std::io::Error::from)
+}
+
+/// Elsewhere the port is chosen at bind, as before.
+#[cfg(not(target_os = "linux"))]
+fn port_at_connect(_socket: &TcpSocket) -> std::io::Result<()> {
+    Ok(())
 }
 
 /// The user id of user number `index`.
