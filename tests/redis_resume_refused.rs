@@ -1,11 +1,13 @@
 //! A resume whose history read fails is refused, not told it missed
-//! messages: Redis holds the history but does not answer in time (a
-//! private Redis paused with `CLIENT PAUSE … ALL`, which keeps every key),
-//! so WebSocket, long-poll and SSE each get `503 unavailable` with a
-//! `Retry-After` in `1..=[limits] connection_retry_spread_secs`, and
-//! nothing stays attached. Once Redis answers, the same cursor on each
-//! transport gets `recover` `complete: true` and every missed message
-//! exactly once, in order.
+//! messages. Two ways to fail: a Redis error (the user's history key of
+//! the wrong type), and Redis holding the history but not answering in
+//! time (a private Redis paused with `CLIENT PAUSE … ALL`, which keeps
+//! every key). Either way WebSocket, long-poll and SSE each get `503
+//! unavailable` with a `Retry-After` in `1..=[limits]
+//! connection_retry_spread_secs`, nothing stays attached, and the
+//! attach's presence is undone. Once Redis answers, the same cursor on
+//! each transport gets `recover` `complete: true` and every missed
+//! message exactly once, in order.
 
 mod support;
 
@@ -107,7 +109,9 @@ async fn refused(gw: &Gateway, transport: Transport, user: &str, cursor: &str) -
             if answer.status == 101 {
                 let first = answer.ws.next_frame(WAIT).await;
                 let first = first.map(|f| String::from_utf8_lossy(&f.payload).into_owned());
-                panic!("ws: the resume was accepted while Redis was paused; first frame {first:?}");
+                panic!(
+                    "ws: the resume was accepted though its history read failed; first frame {first:?}"
+                );
             }
             Refusal::new(answer.status, answer.header("retry-after"), &answer.body)
         }
@@ -126,15 +130,54 @@ async fn refused(gw: &Gateway, transport: Transport, user: &str, cursor: &str) -
     }
 }
 
+/// Asserts that the node holds no connection and no user.
+fn assert_nothing_held(gw: &Gateway, transport: Transport) {
+    let held = gw.state.inspect();
+    assert_eq!(
+        (held.connections, held.users),
+        (0, 0),
+        "{transport:?}: nothing stays attached: {held:?}"
+    );
+}
+
+/// Asserts `pushgate_resumes_refused_total` is `n` for every transport.
+async fn assert_refusals_counted(gw: &Gateway, n: f64) {
+    let metrics = gw.metrics().await;
+    for transport in ["ws", "poll", "sse"] {
+        let series = format!("pushgate_resumes_refused_total{{transport=\"{transport}\"}}");
+        assert_eq!(metric(&metrics, &series), Some(n), "{series}");
+    }
+}
+
+/// `GET /users/<user>`'s `connections` (presence over every node).
+async fn connections_of(gw: &Gateway, user: &str) -> u64 {
+    let auth = format!("Bearer {API_KEY}");
+    let resp = gw
+        .request(
+            Method::GET,
+            &format!("/users/{user}"),
+            &[("authorization", &auth)],
+            "",
+        )
+        .await;
+    assert_eq!(resp.status, 200, "{resp:?}");
+    resp.json()["connections"].as_u64().expect("connections")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_resume_whose_history_read_times_out_is_refused_and_gets_everything_after() {
+async fn a_resume_whose_history_read_fails_is_refused_and_gets_everything_after() {
     if !redis::available() {
         return;
     }
     let server = redis::PrivateRedis::start();
-    let mut config = redis::config(&server.url(), &redis::prefix("resume-refused"));
+    let prefix = redis::prefix("resume-refused");
+    let mut config = redis::config(&server.url(), &prefix);
     config.broker.timeout_ms = 500;
     config.limits.connection_retry_spread_secs = SPREAD_SECS;
+    // No presence heartbeat (it rewrites the counts from the registry)
+    // within the test: the counts move only by each attach's +1 and each
+    // release's -1.
+    config.broker.presence_ttl_secs = 600;
     let gw = Gateway::start(config).await;
 
     let first = push(&gw, json!({"to": "*", "data": "before"})).await;
@@ -145,6 +188,37 @@ async fn a_resume_whose_history_read_times_out_is_refused_and_gets_everything_af
     push(&gw, json!({"to": ["alice"], "data": "a2"})).await;
     push(&gw, json!({"to": "*", "data": "b2"})).await;
     let missed = vec![json!("a1"), json!("b1"), json!("a2"), json!("b2")];
+
+    // A Redis error: carol's history stream is a string, which resume.lua
+    // cannot read (WRONGTYPE).
+    let carols = format!("SET {prefix}:h:u:carol not-a-stream");
+    assert_eq!(redis_command(server.port, &carols, WAIT), "+OK");
+    for transport in [Transport::Ws, Transport::Poll, Transport::Sse] {
+        refused(&gw, transport, "carol", &cursor)
+            .await
+            .assert_unavailable(transport);
+        assert_nothing_held(&gw, transport);
+    }
+    assert_refusals_counted(&gw, 1.0).await;
+    // Presence changes are written in order, one at a time: once dave's
+    // connection is counted, carol's three attaches and releases are.
+    let dave = gw.connect("dave").await;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while connections_of(&gw, "dave").await != 1 {
+        assert!(tokio::time::Instant::now() < deadline, "dave never counted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        connections_of(&gw, "carol").await,
+        0,
+        "the attach's presence is undone"
+    );
+    drop(dave);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while gw.state.inspect().connections != 0 {
+        assert!(tokio::time::Instant::now() < deadline, "dave never left");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 
     // Every command waits until the pause ends, the history read too;
     // nothing is lost.
@@ -158,39 +232,12 @@ async fn a_resume_whose_history_read_times_out_is_refused_and_gets_everything_af
             "{transport:?} answered after the pause ended: the test proves nothing"
         );
         refusal.assert_unavailable(transport);
-        let held = gw.state.inspect();
-        assert_eq!(
-            (held.connections, held.users),
-            (0, 0),
-            "{transport:?}: nothing stays attached: {held:?}"
-        );
+        assert_nothing_held(&gw, transport);
     }
-    let metrics = gw.metrics().await;
-    for transport in ["ws", "poll", "sse"] {
-        let series = format!("pushgate_resumes_refused_total{{transport=\"{transport}\"}}");
-        assert_eq!(metric(&metrics, &series), Some(1.0), "{series}");
-    }
+    assert_refusals_counted(&gw, 2.0).await;
 
     // A PING answers once the pause is over.
     assert_eq!(redis_command(server.port, "PING", PAUSE + WAIT), "+PONG");
-
-    // The attach's presence was undone by the release: alice is nowhere.
-    let auth = format!("Bearer {API_KEY}");
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let resp = gw
-            .request(Method::GET, "/users/alice", &[("authorization", &auth)], "")
-            .await;
-        let body = resp.json();
-        if resp.status == 200 && body["connections"] == 0 {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "alice still counted present: {body}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 
     // The same cursor now gets every missed message, once, in order.
     let mut live = Vec::new();
