@@ -9,6 +9,8 @@ use std::sync::OnceLock;
 use metrics::{Counter, Unit, describe_counter, describe_gauge, describe_histogram};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
+use crate::protocol::Transport;
+
 /// The metric names pushgate publishes.
 pub(crate) mod names {
     /// Gauge, by `transport` (ws, poll, sse): open client connections.
@@ -46,6 +48,11 @@ pub(crate) mod names {
     /// connections to the main listener refused or dropped before any
     /// request was served.
     pub(crate) const CONNECTIONS_REFUSED_TOTAL: &str = "pushgate_connections_refused_total";
+    /// Counter, by `transport` (ws, poll, sse): clients resuming with a
+    /// cursor refused `503 unavailable` because the history read after
+    /// the cursor failed (a Redis error or timeout); they retry with the
+    /// same cursor. Nothing stayed attached.
+    pub(crate) const RESUMES_REFUSED_TOTAL: &str = "pushgate_resumes_refused_total";
     /// Gauge: `[session] max_connections`, so alerts can compare
     /// `pushgate_connections` with it.
     pub(crate) const MAX_CONNECTIONS: &str = "pushgate_max_connections";
@@ -235,6 +242,10 @@ fn describe() {
         CONNECTIONS_REFUSED_TOTAL,
         "TCP connections refused before serving, by reason."
     );
+    describe_counter!(
+        RESUMES_REFUSED_TOTAL,
+        "Resumes refused because the history read after the cursor failed, by transport."
+    );
     describe_gauge!(
         MAX_CONNECTIONS,
         "Most connections the process holds ([session] max_connections)."
@@ -300,6 +311,7 @@ pub struct Counters {
     pub published_channel: Counter,
     evictions: [Counter; 5],
     refusals: [Counter; 4],
+    resumes_refused: [Counter; 3],
 }
 
 impl Counters {
@@ -312,6 +324,8 @@ impl Counters {
             .map(|r| metrics::counter!(names::EVICTIONS_TOTAL, "reason" => r.as_str()));
         let refusals = ConnRefusal::ALL
             .map(|r| metrics::counter!(names::CONNECTIONS_REFUSED_TOTAL, "reason" => r.as_str()));
+        let resumes_refused =
+            TRANSPORTS.map(|t| metrics::counter!(names::RESUMES_REFUSED_TOTAL, "transport" => t));
         // Published at 0 before the first failure, so that `increase()` in
         // an alert counts the first one too.
         metrics::counter!(names::BUS_ERRORS_TOTAL).increment(0);
@@ -324,7 +338,13 @@ impl Counters {
             published_channel: metrics::counter!(names::MESSAGES_PUBLISHED_TOTAL, "stream" => "channel"),
             evictions,
             refusals,
+            resumes_refused,
         }
+    }
+
+    /// Counts one resume refused because its history read failed.
+    pub fn resume_refused(&self, transport: Transport) {
+        self.resumes_refused[transport.index()].increment(1);
     }
 
     /// Counts one refused TCP connection.

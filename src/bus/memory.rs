@@ -10,7 +10,9 @@ use tokio::sync::oneshot;
 
 use super::fanout::Fanout;
 use super::resume::Resume;
-use super::{Bus, BusError, ChannelMembers, Open, Opened, Publish, Published, PushTarget};
+use super::{
+    Bus, BusError, ChannelMembers, Open, OpenError, Opened, Publish, Published, PushTarget,
+};
 use crate::history::{Cursor, Dedupe, History, Position, StreamKey};
 use crate::metrics::Counters;
 use crate::protocol::frame::{Frame, Stream};
@@ -243,8 +245,9 @@ impl Bus for MemoryBus {
         })
     }
 
-    fn open(&self, open: Open) -> BoxFuture<'_, Result<Opened, AtCapacity>> {
-        let opened = self.open_now(open);
+    fn open(&self, open: Open) -> BoxFuture<'_, Result<Opened, OpenError>> {
+        // History is in memory: reading it cannot fail.
+        let opened = self.open_now(open).map_err(OpenError::from);
         Box::pin(async move { opened })
     }
 

@@ -105,6 +105,20 @@ pub enum BusError {
     HistoryFull(usize),
 }
 
+/// Why a client could not join live delivery. Nothing stays attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum OpenError {
+    /// The gateway is full (`[session] max_connections`).
+    #[error(transparent)]
+    AtCapacity(#[from] AtCapacity),
+    /// The history after the client's cursor could not be read (a Redis
+    /// error, or no answer within `[broker] timeout_ms`). History may
+    /// still cover the gap: the client is refused, to come back with the
+    /// same cursor, rather than told `complete: false`.
+    #[error("message history unavailable")]
+    Unavailable,
+}
+
 /// A client joining live delivery, maybe resuming from a cursor.
 #[derive(Debug, Clone)]
 pub(crate) struct Open {
@@ -168,8 +182,9 @@ pub(crate) trait Bus: Send + Sync + std::fmt::Debug + 'static {
 
     /// Joins a client to live delivery with no gap and no duplicate at the
     /// seam: what history holds after its cursor is read and the client
-    /// attached atomically with respect to publishing.
-    fn open(&self, open: Open) -> BoxFuture<'_, Result<Opened, AtCapacity>>;
+    /// attached atomically with respect to publishing. On an error
+    /// nothing stays attached (as if the client had left).
+    fn open(&self, open: Open) -> BoxFuture<'_, Result<Opened, OpenError>>;
 
     /// Detaches a connection and returns the position it has been sent
     /// everything up to, atomically with respect to publishing.

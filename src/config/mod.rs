@@ -470,9 +470,10 @@ pub struct LimitsConfig {
     /// New connections admitted at once above `connection_rate` before it
     /// applies (the bucket's size). Default 10000; must be >= 1.
     pub connection_burst: u32,
-    /// A connection refused by `connection_rate`, or because the connect
-    /// proxy (`[auth] connect_proxy_url`) is saturated or failing, is told
-    /// to retry after a whole number of seconds drawn uniformly from `1..=`
+    /// A connection refused by `connection_rate`, because the connect
+    /// proxy (`[auth] connect_proxy_url`) is saturated or failing, or
+    /// because its resume's history read on Redis failed, is told to
+    /// retry after a whole number of seconds drawn uniformly from `1..=`
     /// this, so refused clients do not come back together. Default 10;
     /// 1..=3600.
     pub connection_retry_spread_secs: u64,

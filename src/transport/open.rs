@@ -8,6 +8,10 @@
 //! neither, the site's connect proxy (401, 403, or 503 when it fails), the
 //! channels (400 `bad_channel`, 403 `forbidden_channel`, 400
 //! `too_many_channels`), the cursor (400 `bad_cursor`), capacity (503).
+//! [`join`] may still refuse: capacity (503 `connection_limit`), or a
+//! resume whose history read failed (503 `unavailable`, `Retry-After`
+//! spread over `[limits] connection_retry_spread_secs`: the client comes
+//! back with the same cursor).
 
 use hyper::Request;
 use hyper::header;
@@ -16,7 +20,7 @@ use tracing::{debug, error};
 
 use crate::auth::proxy::{ClientRequest, ConnectProxy, Refusal};
 use crate::auth::token::bearer;
-use crate::bus::{Open, Opened};
+use crate::bus::{Open, OpenError, Opened};
 use crate::gateway::Gateway;
 use crate::history::{ConnCursor, Coverage, Position};
 use crate::http::Body;
@@ -89,6 +93,16 @@ pub(crate) enum ClientError {
     /// `max_connections` reached.
     #[error("connection limit reached")]
     AtCapacity,
+    /// The history after the client's cursor could not be read (Redis
+    /// failed or did not answer in time). It may still cover the gap, so
+    /// the client is asked to come back with the same cursor.
+    #[error("message history unavailable")]
+    HistoryUnavailable {
+        /// Sent as `Retry-After`, in seconds: drawn from `1..=[limits]
+        /// connection_retry_spread_secs` so refused clients do not come
+        /// back together.
+        retry_after_secs: u64,
+    },
     /// The bus answered in a way this transport cannot take (a bug).
     #[error("internal error")]
     Internal,
@@ -116,6 +130,10 @@ impl ClientError {
             Self::TooManyChannels(message) => ApiError::TooManyChannels(message),
             Self::AtCapacity => ApiError::ConnectionLimit {
                 retry_after_secs: RETRY_AFTER_SECS,
+            },
+            Self::HistoryUnavailable { retry_after_secs } => ApiError::Unavailable {
+                retry_after_secs,
+                reason: "message history unavailable; retry with the same cursor".into(),
             },
             Self::Internal => ApiError::Internal,
         };
@@ -295,7 +313,15 @@ pub(crate) async fn join(
             now_ms: gw.now_ms(),
         })
         .await
-        .map_err(|_| ClientError::AtCapacity)?;
+        .map_err(|err| match err {
+            OpenError::AtCapacity(_) => ClientError::AtCapacity,
+            OpenError::Unavailable => {
+                gw.counters.resume_refused(transport);
+                ClientError::HistoryUnavailable {
+                    retry_after_secs: rand::random_range(1..=retry_spread_secs(gw)),
+                }
+            }
+        })?;
     match (opened, transport) {
         (Opened::Attached(attached), Transport::Poll) => {
             let deadline_ms = gw.deadlines.poll_deadline_ms();
@@ -323,6 +349,13 @@ pub(crate) async fn join(
             Err(ClientError::Internal)
         }
     }
+}
+
+/// The most seconds a client refused for the gateway's sake (not its
+/// own) is asked to wait: `[limits] connection_retry_spread_secs`, at
+/// least 1.
+fn retry_spread_secs(gw: &Gateway) -> u64 {
+    gw.config.limits.connection_retry_spread_secs.max(1)
 }
 
 /// [`join`] for a transport that stays connected (WebSocket, SSE).

@@ -57,14 +57,16 @@ use super::fanout::Fanout;
 use super::redis::BusMessage;
 use super::redis::presence::{self, Presence};
 use super::resume::Resume;
-use super::{Bus, BusError, ChannelMembers, Open, Opened, Publish, Published, PushTarget};
+use super::{
+    Bus, BusError, ChannelMembers, Open, OpenError, Opened, Publish, Published, PushTarget,
+};
 use crate::config::BrokerConfig;
 use crate::history::{ConnCursor, Cursor, Position};
 use crate::metrics::Counters;
 use crate::protocol::frame::{Frame, Stream, message_parts};
 use crate::protocol::{Channel, Transport, UserId};
 use crate::registry::conn::suffix_of;
-use crate::registry::{AtCapacity, Conn, Outgoing, Registry};
+use crate::registry::{Conn, Outgoing, Registry};
 
 /// How long a recovery waits for every shard's master to answer again
 /// (a failover takes a few node timeouts).
@@ -971,8 +973,13 @@ impl Shared {
     }
 
     /// Subscribes, attaches, then reads history shard by shard and queues
-    /// the resume once every shard's barrier went through.
-    async fn open(&self, open: Open) -> Result<Opened, AtCapacity> {
+    /// the resume once every shard's barrier went through. A shard's
+    /// history read that fails releases the connection again: history may
+    /// still cover the gap, so the client is refused (to retry with the
+    /// same cursor), not told `complete: false`. A barrier that does not
+    /// arrive is another matter: the read stands, the client resumes
+    /// incomplete.
+    async fn open(&self, open: Open) -> Result<Opened, OpenError> {
         let user = open.user.clone();
         let mut names: Vec<String> = vec![self.shards.bus(StreamName::User(user.as_str()))];
         names.extend(
@@ -996,8 +1003,17 @@ impl Shared {
             shared: self,
             conn: &attached.conn,
         };
-        let read = self.read(&user, &covered, &cursor).await;
-        std::mem::forget(unopened);
+        let read = match self.read(&user, &covered, &cursor).await {
+            Ok(read) => {
+                std::mem::forget(unopened);
+                read
+            }
+            Err(_) => {
+                // Logged by `read`; released as if the client had left.
+                drop(unopened);
+                return Err(OpenError::Unavailable);
+            }
+        };
         let conn = &attached.conn;
         let seat = Seat::new(read, &cursor, &at_attach);
         let resume = Resume::new(seat.complete, &seat.end, seat.history.clone())
@@ -1026,8 +1042,14 @@ impl Shared {
 
     /// History after `cursor` of the user's, the broadcast and the covered
     /// channels' streams, one script per shard, each followed by its
-    /// barrier through the fan-out.
-    async fn read(&self, user: &UserId, covered: &[Channel], cursor: &Position) -> Read {
+    /// barrier through the fan-out. `Err`: a shard's read failed (the
+    /// first such error).
+    async fn read(
+        &self,
+        user: &UserId,
+        covered: &[Channel],
+        cursor: &Position,
+    ) -> redis::RedisResult<Read> {
         let mut by_shard: HashMap<usize, Vec<StreamName<'_>>> = HashMap::new();
         let streams = std::iter::once(StreamName::Broadcast)
             .chain(std::iter::once(StreamName::User(user.as_str())))
@@ -1045,7 +1067,9 @@ impl Shared {
             let after = cursor.shards()[shard];
             async move {
                 let read = self.read_shard(shard, &streams, after, token).await;
-                let arrived = matches!(tokio::time::timeout(BARRIER_LIMIT, rx).await, Ok(Ok(())));
+                // A failed read refuses the client: no barrier to wait for.
+                let arrived = read.is_ok()
+                    && matches!(tokio::time::timeout(BARRIER_LIMIT, rx).await, Ok(Ok(())));
                 if !arrived {
                     self.barriers.lock().remove(&token);
                 }
@@ -1057,6 +1081,7 @@ impl Shared {
             unread: Vec::new(),
             complete: true,
         };
+        let mut failed = None;
         for (shard, read, arrived) in join_all(reads).await {
             match read {
                 Ok((complete, position, frames)) if arrived => {
@@ -1072,13 +1097,15 @@ impl Shared {
                     out.unread.push(shard);
                 }
                 Err(err) => {
-                    warn!(error = %err, shard, "redis cluster: history read failed; resuming incomplete");
-                    out.complete = false;
-                    out.unread.push(shard);
+                    warn!(error = %err, shard, user_id = %user, "redis cluster: history read failed; resume refused");
+                    failed.get_or_insert(err);
                 }
             }
         }
-        out
+        match failed {
+            Some(err) => Err(err),
+            None => Ok(out),
+        }
     }
 
     fn release(&self, conn: &Conn) -> Position {
@@ -1101,8 +1128,8 @@ type ShardMessage<'a> = (Bytes, Vec<(StreamName<'a>, String)>);
 #[derive(Debug)]
 struct Read {
     shards: HashMap<usize, (Cursor, Vec<Frame>)>,
-    /// Shards whose history could not be read whole in time (the read
-    /// failed, or its barrier came too late).
+    /// Shards whose history could not be read whole in time (its barrier
+    /// came too late; a read that failed refuses the client instead).
     unread: Vec<usize>,
     complete: bool,
 }
@@ -1231,7 +1258,7 @@ impl Bus for ClusterBus {
         Box::pin(self.shared.publish(message))
     }
 
-    fn open(&self, open: Open) -> BoxFuture<'_, Result<Opened, AtCapacity>> {
+    fn open(&self, open: Open) -> BoxFuture<'_, Result<Opened, OpenError>> {
         Box::pin(self.shared.open(open))
     }
 

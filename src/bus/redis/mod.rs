@@ -41,14 +41,16 @@ use tracing::{info, warn};
 
 use super::fanout::Fanout;
 use super::resume::Resume;
-use super::{Bus, BusError, ChannelMembers, Open, Opened, Publish, Published, PushTarget};
+use super::{
+    Bus, BusError, ChannelMembers, Open, OpenError, Opened, Publish, Published, PushTarget,
+};
 use crate::config::BrokerConfig;
 use crate::history::{Cursor, Position};
 use crate::metrics::Counters;
 use crate::protocol::frame::{Frame, Stream, message_parts};
 use crate::protocol::{Channel, Transport, UserId};
 use crate::registry::conn::suffix_of;
-use crate::registry::{AtCapacity, Conn, Outgoing, Registry};
+use crate::registry::{Conn, Outgoing, Registry};
 
 /// The longest wait between attempts to resubscribe.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -453,8 +455,11 @@ impl Shared {
         Ok((complete, position, frames))
     }
 
-    /// Attaches, then reads history, then queues the resume.
-    async fn open(&self, open: Open) -> Result<Opened, AtCapacity> {
+    /// Attaches, then reads history, then queues the resume. A history
+    /// read that fails releases the connection again: history may still
+    /// cover the gap, so the client is refused (to retry with the same
+    /// cursor), not told `complete: false`.
+    async fn open(&self, open: Open) -> Result<Opened, OpenError> {
         let user = open.user.clone();
         let suffix = suffix_of(&open.channels);
         let covered = open.covered();
@@ -471,12 +476,16 @@ impl Shared {
             conn: &attached.conn,
         };
         let read = self.read(&user, &covered, cursor.first()).await;
-        std::mem::forget(unopened);
         let (complete, position, history) = match read {
-            Ok(read) => read,
+            Ok(read) => {
+                std::mem::forget(unopened);
+                read
+            }
             Err(err) => {
-                warn!(error = %err, "redis: history read failed; resuming incomplete");
-                (false, *self.position.lock(), Vec::new())
+                warn!(error = %err, user_id = %user, "redis: history read failed; resume refused");
+                // Released as if the client had left.
+                drop(unopened);
+                return Err(OpenError::Unavailable);
             }
         };
         let resume = Resume::new(complete, position, history).covering(suffix_of(&covered));
@@ -592,7 +601,7 @@ impl Bus for RedisBus {
         Box::pin(self.shared.publish(message))
     }
 
-    fn open(&self, open: Open) -> BoxFuture<'_, Result<Opened, AtCapacity>> {
+    fn open(&self, open: Open) -> BoxFuture<'_, Result<Opened, OpenError>> {
         Box::pin(self.shared.open(open))
     }
 

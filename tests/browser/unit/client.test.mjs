@@ -294,6 +294,36 @@ test('a bad cursor is forgotten and the client starts live', async () => {
   assert.ok(!h.http.last().url.includes('cursor='));
 });
 
+// The gateway refuses a resume whose history it could not read (503
+// `unavailable`, `Retry-After`): history still covers the gap, so the
+// client must come back with the same cursor. A browser shows a refused
+// WebSocket or EventSource only as a failure before it opened.
+for (const transport of ['ws', 'poll', 'sse']) {
+  test(`a resume refused 503 over ${transport} comes back with the same cursor`, async () => {
+    const storage = new MemoryStorage();
+    storage.setItem('pushgate:cursor', 'e-4');
+    const h = harness({ transports: [transport], storage });
+    h.client.connect();
+    await flush();
+    const url = () => ({ ws: () => FakeWebSocket.last().url, poll: () => h.http.last().url,
+      sse: () => FakeEventSource.last().url })[transport]();
+    assert.match(url(), /cursor=e-4$/);
+    if (transport === 'ws') FakeWebSocket.last().drop(1006);
+    if (transport === 'sse') FakeEventSource.last().fail();
+    if (transport === 'poll') {
+      h.http.answer(503, { error: { code: 'unavailable', message: 'message history unavailable' } },
+        { 'retry-after': '3' });
+    }
+    await flush();
+    assert.equal(h.client.state, 'reconnecting');
+    assert.equal(h.client.cursor, 'e-4', 'the cursor is kept');
+    if (transport === 'poll') assert.equal(h.clock.nextDelay(), 3000, 'Retry-After is honoured');
+    await h.clock.advance(h.clock.nextDelay());
+    assert.match(url(), /cursor=e-4$/);
+    assert.equal(storage.getItem('pushgate:cursor'), 'e-4');
+  });
+}
+
 test('the cursor survives a reload through storage', async () => {
   const storage = new MemoryStorage();
   const first = harness({ storage });
