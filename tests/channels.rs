@@ -497,11 +497,7 @@ async fn resume_of_several_channels(config: Config) {
         let query = format!("token={tok}&channels=news&cursor={start}");
         let mut client = Client::open(&gw, transport, &query).await;
         let recover = client.next().await;
-        assert_eq!(
-            (recover["type"].as_str(), recover["complete"].as_bool()),
-            (Some("recover"), Some(true)),
-            "{transport:?}: {recover}"
-        );
+        support::assert_recover(&recover, true, &format!("{transport:?}"));
         let mut got = Vec::new();
         for _ in 0..4 {
             got.push(channel_message(&client.next().await));
@@ -518,11 +514,7 @@ async fn resume_of_several_channels(config: Config) {
         }
         let mut client = Client::open(&gw, transport, &query).await;
         let recover = client.next().await;
-        assert_eq!(
-            (recover["type"].as_str(), recover["complete"].as_bool()),
-            (Some("recover"), Some(false)),
-            "{transport:?}: {recover}"
-        );
+        support::assert_recover(&recover, false, &format!("{transport:?}"));
         let mut got = Vec::new();
         for _ in 0..5 {
             got.push(channel_message(&client.next().await).1);
@@ -546,11 +538,7 @@ async fn joined_since(config: Config) {
         let query = format!("token={tok}&channels=news,product.5&cursor={start}");
         let mut client = Client::open(&gw, transport, &query).await;
         let recover = client.next().await;
-        assert_eq!(
-            (recover["type"].as_str(), recover["complete"].as_bool()),
-            (Some("recover"), Some(true)),
-            "{transport:?}: {recover}"
-        );
+        support::assert_recover(&recover, true, &format!("{transport:?}"));
         assert_eq!(
             channel_message(&client.next_message().await),
             ("news".into(), json!(1)),

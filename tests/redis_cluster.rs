@@ -109,10 +109,7 @@ async fn a_client_resumes_on_another_node_with_exactly_the_missed_messages() {
         .await
         .expect("connects");
     let recover = next_json(&mut ws, WAIT).await;
-    assert_eq!(
-        (recover["type"].as_str(), recover["complete"].as_bool()),
-        (Some("recover"), Some(true))
-    );
+    support::assert_recover(&recover, true, "");
     for n in 1..=3 {
         assert_eq!(next_json(&mut ws, WAIT).await["data"], n);
     }

@@ -220,11 +220,7 @@ async fn a_client_resumes_its_user_channel_and_broadcast_streams_on_another_node
         .await
         .expect("ws resumes");
     let recover = next_json(&mut ws, WAIT).await;
-    assert_eq!(
-        (recover["type"].as_str(), recover["complete"].as_bool()),
-        (Some("recover"), Some(true)),
-        "{recover}"
-    );
+    support::assert_recover(&recover, true, "");
     let mut got = Vec::new();
     for _ in 0..6 {
         got.push(

@@ -107,11 +107,7 @@ async fn a_resume_whose_shard_read_times_out_is_refused_and_gets_everything_afte
         }
     };
     let recover = next_json(&mut ws, WAIT).await;
-    assert_eq!(
-        (recover["type"].as_str(), recover["complete"].as_bool()),
-        (Some("recover"), Some(true)),
-        "{recover}"
-    );
+    support::assert_recover(&recover, true, "");
     let mut got = Vec::new();
     for _ in 0..4 {
         got.push(next_json(&mut ws, WAIT).await["data"].clone());

@@ -69,11 +69,7 @@ async fn resume_from_the_latest_cursor_is_complete_with_nothing_to_replay() {
     let cursor = last["cursor"].as_str().expect("cursor");
     let mut ws = resume(&gw, "alice", cursor).await;
     let recover = next_json(&mut ws, WAIT).await;
-    assert_eq!(
-        (recover["type"].as_str(), recover["complete"].as_bool()),
-        (Some("recover"), Some(true)),
-        "{recover}"
-    );
+    support::assert_recover(&recover, true, "");
     push(&gw, json!({"to": "*", "data": "new"})).await;
     assert_eq!(next_json(&mut ws, WAIT).await["data"], "new");
 }
@@ -146,11 +142,7 @@ async fn resume_while_messages_keep_flowing_loses_and_repeats_nothing() {
     });
     let mut ws = ws;
     let recover = next_json(&mut ws, WAIT).await;
-    assert_eq!(
-        (recover["type"].as_str(), recover["complete"].as_bool()),
-        (Some("recover"), Some(true)),
-        "{recover}"
-    );
+    support::assert_recover(&recover, true, "");
     for want in 1..TOTAL {
         let frame = next_json(&mut ws, WAIT).await;
         assert_eq!(frame["data"], want, "{frame}");

@@ -344,3 +344,14 @@ impl Gateway {
         }
     }
 }
+
+/// Asserts that `frame` is a `recover` frame saying `complete`; `context`
+/// (a transport, say) leads the failure message.
+#[track_caller]
+pub(crate) fn assert_recover(frame: &serde_json::Value, complete: bool, context: &str) {
+    assert_eq!(
+        (frame["type"].as_str(), frame["complete"].as_bool()),
+        (Some("recover"), Some(complete)),
+        "{context}: {frame}"
+    );
+}
