@@ -125,6 +125,14 @@ pub struct PeerLimits {
     retry_spread_secs: u64,
 }
 
+/// Seconds a client refused for the gateway's sake (not its own) is
+/// asked to wait: drawn uniformly from `1..=spread` (`[limits]
+/// connection_retry_spread_secs`, at least 1), so refused clients do not
+/// come back together.
+pub(crate) fn spread_retry_secs(spread: u64) -> u64 {
+    rand::random_range(1..=spread.max(1))
+}
+
 impl PeerLimits {
     /// Limits from `[limits]`.
     pub fn new(limits: &LimitsConfig) -> Arc<Self> {
@@ -168,7 +176,7 @@ impl PeerLimits {
             && node_rate.check().is_err()
         {
             return Err(PeerRefusal::Overloaded {
-                retry_after_secs: rand::random_range(1..=self.retry_spread_secs),
+                retry_after_secs: spread_retry_secs(self.retry_spread_secs),
             });
         }
         if self.max_open == 0 {

@@ -318,7 +318,9 @@ pub(crate) async fn join(
             OpenError::Unavailable => {
                 gw.counters.resume_refused(transport);
                 ClientError::HistoryUnavailable {
-                    retry_after_secs: rand::random_range(1..=retry_spread_secs(gw)),
+                    retry_after_secs: crate::peers::spread_retry_secs(
+                        gw.config.limits.connection_retry_spread_secs,
+                    ),
                 }
             }
         })?;
@@ -349,13 +351,6 @@ pub(crate) async fn join(
             Err(ClientError::Internal)
         }
     }
-}
-
-/// The most seconds a client refused for the gateway's sake (not its
-/// own) is asked to wait: `[limits] connection_retry_spread_secs`, at
-/// least 1.
-fn retry_spread_secs(gw: &Gateway) -> u64 {
-    gw.config.limits.connection_retry_spread_secs.max(1)
 }
 
 /// [`join`] for a transport that stays connected (WebSocket, SSE).

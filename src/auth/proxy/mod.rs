@@ -243,7 +243,7 @@ impl ConnectProxy {
     /// Seconds a client refused for the site's sake should wait: drawn
     /// from `1..=connection_retry_spread_secs`.
     pub fn retry_after_secs(&self) -> u64 {
-        rand::random_range(1..=self.retry_spread_secs)
+        crate::peers::spread_retry_secs(self.retry_spread_secs)
     }
 
     /// Asks the site who the client of `req` is (`now_secs`: the time,
