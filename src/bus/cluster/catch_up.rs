@@ -8,6 +8,12 @@
 //! covered. The plan: the history after the position, in sequence order;
 //! then the pending list in arrival order, without the messages the
 //! history already carried.
+//!
+//! A barrier that did not arrive means the subscriptions may not deliver
+//! yet: what came after the read may have a hole (a message published
+//! before they took, the next one after). So only the history is handed
+//! over; what came after the read stays pending, and the shard stays
+//! paused for the next catch-up, which reads from the history's end.
 
 use bytes::Bytes;
 
@@ -40,6 +46,10 @@ pub(crate) struct Plan {
     /// lost writes): the node's position starts again here.
     pub(crate) reset: Option<Cursor>,
     pub(crate) steps: Vec<Step>,
+    /// The barrier did not arrive: what stays pending, in arrival order,
+    /// for the next catch-up (the shard stays paused). `None`: the shard
+    /// is caught up.
+    pub(crate) held: Option<Vec<Pending>>,
 }
 
 /// The history read: where the shard stood at the read, and the messages
@@ -52,9 +62,10 @@ pub(crate) struct History {
 
 /// The plan for a shard paused at `from`, with `history` (`None`: the read
 /// failed, so only what arrived is delivered) and what arrived meanwhile,
-/// `pending`, in which the catch-up's own barrier is `token`. Whether that
-/// barrier arrived makes no difference: pending messages the history
-/// carried are dropped either way.
+/// `pending`, in which the catch-up's own barrier is `token`. Pending
+/// messages the history carried are dropped. If that barrier is not in
+/// `pending` (and the read succeeded), the rest of `pending` is held back
+/// rather than handed over.
 pub(crate) fn plan(
     from: Cursor,
     history: Option<History>,
@@ -78,6 +89,10 @@ pub(crate) fn plan(
                 .push(Step::HandOver(at, at.to_string(), target, json));
         }
     }
+    let arrived = pending
+        .iter()
+        .any(|p| matches!(p, Pending::Barrier(_, Some(t)) if *t == token));
+    let mut held = (upto.is_some() && !arrived).then(Vec::new);
     let mut past_barrier = upto.is_none();
     for item in pending {
         match item {
@@ -86,17 +101,24 @@ pub(crate) fn plan(
                 // position is in the history just planned.
                 let after_read = upto.is_some_and(|u| at.epoch != u.epoch || at.seq > u.seq);
                 if past_barrier || after_read {
-                    plan.steps.push(Step::HandOver(at, text, target, json));
+                    match held.as_mut() {
+                        Some(held) => held.push(Pending::Message(at, text, target, json)),
+                        None => plan.steps.push(Step::HandOver(at, text, target, json)),
+                    }
                 }
             }
             Pending::Barrier(at, t) => {
                 if t == Some(token) {
                     past_barrier = true;
                 }
-                plan.steps.push(Step::Barrier(at, t));
+                match held.as_mut() {
+                    Some(held) => held.push(Pending::Barrier(at, t)),
+                    None => plan.steps.push(Step::Barrier(at, t)),
+                }
             }
         }
     }
+    plan.held = held;
     plan
 }
 
@@ -152,15 +174,46 @@ mod tests {
         assert_eq!(steps(&plan), ["m6", "m7", "m8", "b7", "m9"]);
     }
 
+    /// The pending items as `m<seq>` and `b<token>`.
+    fn pending_names(pending: &[Pending]) -> Vec<String> {
+        pending
+            .iter()
+            .map(|p| match p {
+                Pending::Message(_, _, _, json) => String::from_utf8_lossy(json).into_owned(),
+                Pending::Barrier(_, token) => format!("b{}", token.unwrap_or(0)),
+            })
+            .collect()
+    }
+
     #[test]
-    fn without_the_barrier_copies_of_the_history_are_still_dropped() {
+    fn without_the_barrier_only_the_history_is_delivered_and_the_rest_held() {
+        // The subscriptions were not proven: 9 and 10 came live, but one
+        // between them may have been published before they took.
         let history = History {
             upto: Cursor::new(E, 8),
             messages: vec![msg(6), msg(7), msg(8)],
         };
-        let pending = vec![live(E, 8), live(E, 9), live(E, 10)];
+        let pending = vec![live(E, 8), barrier(8, 3), live(E, 9), live(E, 10)];
         let plan = plan(Cursor::new(E, 5), Some(history), pending, TOKEN);
-        assert_eq!(steps(&plan), ["m6", "m7", "m8", "m9", "m10"]);
+        assert_eq!(steps(&plan), ["m6", "m7", "m8"]);
+        let held = plan.held.expect("the rest held for the next catch-up");
+        assert_eq!(
+            pending_names(&held),
+            ["b3", "m9", "m10"],
+            "8 was in history"
+        );
+    }
+
+    #[test]
+    fn with_the_barrier_nothing_is_held() {
+        let history = History {
+            upto: Cursor::new(E, 8),
+            messages: vec![msg(8)],
+        };
+        let pending = vec![live(E, 9), barrier(9, TOKEN)];
+        let plan = plan(Cursor::new(E, 7), Some(history), pending, TOKEN);
+        assert!(plan.held.is_none());
+        assert_eq!(steps(&plan), ["m8", "m9", "b7"]);
     }
 
     #[test]
@@ -181,9 +234,10 @@ mod tests {
             upto: Cursor::new(E, 5),
             messages: vec![msg(5)],
         };
-        let plan = plan(Cursor::new(E, 5), Some(history), vec![live(E, 6)], TOKEN);
+        let pending = vec![barrier(5, TOKEN), live(E, 6)];
+        let plan = plan(Cursor::new(E, 5), Some(history), pending, TOKEN);
         assert_eq!(plan.reset, None, "the sequence did not go back");
-        assert_eq!(steps(&plan), ["m6"]);
+        assert_eq!(steps(&plan), ["b7", "m6"]);
     }
 
     #[test]
@@ -207,9 +261,10 @@ mod tests {
             upto: Cursor::new(E, 8),
             messages: vec![msg(7), msg(8)],
         };
-        let plan = plan(Cursor::new(E, 10), Some(history), vec![live(E, 9)], TOKEN);
+        let pending = vec![barrier(8, TOKEN), live(E, 9)];
+        let plan = plan(Cursor::new(E, 10), Some(history), pending, TOKEN);
         assert_eq!(plan.reset, Some(Cursor::new(E, 8)));
-        assert_eq!(steps(&plan), ["m9"], "7 and 8 were delivered before");
+        assert_eq!(steps(&plan), ["b7", "m9"], "7 and 8 were delivered before");
     }
 
     #[test]
@@ -225,7 +280,8 @@ mod tests {
             TOKEN,
         );
         assert_eq!(plan.reset, Some(Cursor::new(E + 1, 2)));
-        assert_eq!(steps(&plan), ["m1", "m2", "m3"]);
+        assert_eq!(steps(&plan), ["m1", "m2"]);
+        assert_eq!(pending_names(&plan.held.expect("no barrier")), ["m3"]);
     }
 
     #[test]
@@ -233,6 +289,7 @@ mod tests {
         let pending = vec![live(E, 6), barrier(6, 3), live(E, 7)];
         let plan = plan(Cursor::new(E, 5), None, pending, TOKEN);
         assert!(plan.reset.is_none());
+        assert!(plan.held.is_none(), "nothing to wait for");
         assert_eq!(steps(&plan), ["m6", "b3", "m7"]);
     }
 }

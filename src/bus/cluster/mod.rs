@@ -75,8 +75,8 @@ const RECOVERY_LIMIT: Duration = Duration::from_secs(60);
 /// How long a catch-up after a lost subscription waits for its barrier
 /// (sent right after the history read, it comes back in milliseconds unless
 /// the machine or Redis is overloaded). Past it the history read is
-/// delivered anyway, live copies of it are dropped, and the shard is
-/// subscribed again and caught up once more.
+/// delivered, what arrived after it is held, and the shard is subscribed
+/// again and caught up once more from where the history ended.
 const CATCH_UP_BARRIER_LIMIT: Duration = Duration::from_secs(3);
 
 /// How long a resume waits for a shard's barrier to pass the fan-out. It
@@ -119,11 +119,6 @@ struct Shared {
     /// meanwhile, delivered after the missed messages. Locked after
     /// `position`.
     paused: Mutex<Vec<Option<Vec<Pending>>>>,
-    /// Per shard, after a catch-up whose barrier did not come in time: how
-    /// far the history it delivered went. Live copies at or below it are
-    /// duplicates, dropped until a message past it arrives. Locked after
-    /// `paused`.
-    read_upto: Mutex<Vec<Option<Cursor>>>,
     /// Each shard's probe of its own subscriptions.
     probes: Mutex<Probes>,
     /// A recovery after a lost connection is under way.
@@ -240,7 +235,6 @@ impl ClusterBus {
             barriers: Mutex::new(HashMap::new()),
             next_barrier: AtomicU64::new(1),
             paused: Mutex::new(vec![None; config.shards.max(1)]),
-            read_upto: Mutex::new(vec![None; config.shards.max(1)]),
             probes: Mutex::new(Probes::new(
                 config.shards.max(1),
                 tokio::time::Instant::now(),
@@ -451,15 +445,6 @@ impl Shared {
                 message.json,
             ));
             return;
-        }
-        {
-            let mut read_upto = self.read_upto.lock();
-            if let Some(upto) = read_upto[shard] {
-                if message.cursor.epoch == upto.epoch && message.cursor.seq <= upto.seq {
-                    return;
-                }
-                read_upto[shard] = None;
-            }
         }
         self.hand_over(
             &mut position,
@@ -674,39 +659,28 @@ impl Shared {
         // The barrier follows every message the read covered; it waits in
         // the shard's pending list.
         let deadline = tokio::time::Instant::now() + CATCH_UP_BARRIER_LIMIT;
-        let arrived = read.is_ok()
-            && loop {
-                let seen = self.paused.lock()[shard].as_ref().is_none_or(|pending| {
-                    pending
-                        .iter()
-                        .any(|p| matches!(p, Pending::Barrier(_, Some(t)) if *t == token))
-                });
-                if seen {
-                    break true;
-                }
-                if tokio::time::Instant::now() >= deadline {
-                    break false;
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            };
+        while read.is_ok() && tokio::time::Instant::now() < deadline {
+            let seen = self.paused.lock()[shard].as_ref().is_none_or(|pending| {
+                pending
+                    .iter()
+                    .any(|p| matches!(p, Pending::Barrier(_, Some(t)) if *t == token))
+            });
+            if seen {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         let mut position = self.position.lock();
-        let Some(pending) = self.paused.lock()[shard].take() else {
+        let mut paused = self.paused.lock();
+        let Some(pending) = paused[shard].take() else {
             return CaughtUp {
                 whole: false,
                 confirmed: true,
             };
         };
+        let read_whole = read.is_ok();
         let (whole, history) = match read {
             Ok((complete, upto, per_stream)) => {
-                if !arrived {
-                    // What the read covered may still come live: dropped
-                    // then as a duplicate (`read_upto`).
-                    warn!(
-                        shard,
-                        "redis cluster: catch-up barrier late; live copies of what history gave are dropped"
-                    );
-                    self.read_upto.lock()[shard] = Some(upto);
-                }
                 let messages = streams
                     .iter()
                     .zip(per_stream)
@@ -724,6 +698,17 @@ impl Shared {
             }
         };
         let plan = catch_up::plan(from, history, pending, token);
+        // Held back: what came after the read waits for the next catch-up
+        // (the position's lock is held, so nothing arrives in between).
+        let confirmed = read_whole && plan.held.is_none();
+        if plan.held.is_some() {
+            warn!(
+                shard,
+                "redis cluster: catch-up barrier late; history delivered, what came after held for the next catch-up"
+            );
+        }
+        paused[shard] = plan.held;
+        drop(paused);
         if let Some(upto) = plan.reset {
             position.reset(shard, upto);
         }
@@ -735,10 +720,7 @@ impl Shared {
                 Step::Barrier(at, token) => self.pass_barrier(&mut position, shard, at, token),
             }
         }
-        CaughtUp {
-            whole,
-            confirmed: arrived,
-        }
+        CaughtUp { whole, confirmed }
     }
 
     /// Whether the master of every shard answers (a read of its sequence,
