@@ -654,8 +654,23 @@ impl Shared {
             .filter_map(|c| self.shards.stream_of_channel(c))
             .filter(|stream| self.shards.of(*stream) == shard)
             .collect();
-        let token = self.next_barrier.fetch_add(1, Ordering::Relaxed);
-        let read = self.read_streams(shard, &streams, from, token).await;
+        let mut token = self.next_barrier.fetch_add(1, Ordering::Relaxed);
+        let mut read = self.read_streams(shard, &streams, from, token).await;
+        // A shard in another epoch (its master lost every write, or its
+        // keys, in a failover): the read gave no history, so read the new
+        // epoch's whole history, under a barrier of its own (messages that
+        // came between the two reads are in the second).
+        if let Ok((_, upto, _)) = &read
+            && upto.epoch != from.epoch
+            && upto.seq > 0
+        {
+            let epoch = upto.epoch;
+            token = self.next_barrier.fetch_add(1, Ordering::Relaxed);
+            read = self
+                .read_streams(shard, &streams, Cursor::new(epoch, 0), token)
+                .await
+                .map(|(_, upto, frames)| (false, upto, frames));
+        }
         // The barrier follows every message the read covered; it waits in
         // the shard's pending list.
         let deadline = tokio::time::Instant::now() + CATCH_UP_BARRIER_LIMIT;
