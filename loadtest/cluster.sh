@@ -47,6 +47,8 @@
 #   FAILOVER_MESSAGES=100 FAILOVER_RATE=10 FAILOVER_KILL_AFTER=4
 #   PERSONAL_N=15000 PERSONAL_ROUNDS=10 PERSONAL_BATCH=100 PERSONAL_PACED_RATE=100
 #   STREAMS_N=3000 STREAMS_ROUNDS=10
+#   STREAMS_PUSH_CONNS=4         pushes in flight at once in streams-1 (the load client's
+#                                --push-conns)
 #   CLUSTER_IDLE_SECS=0          when over 0: after its nodes start and before any client
 #                                connects, each step reads every node's CPU (/proc/<pid>/stat)
 #                                over this many seconds: a node's fixed cost with no users
@@ -79,6 +81,7 @@ PERSONAL_BATCH=${PERSONAL_BATCH:-100}
 PERSONAL_PACED_RATE=${PERSONAL_PACED_RATE:-100}
 STREAMS_N=${STREAMS_N:-3000}
 STREAMS_ROUNDS=${STREAMS_ROUNDS:-10}
+STREAMS_PUSH_CONNS=${STREAMS_PUSH_CONNS:-4}
 CLUSTER_BROKER=${CLUSTER_BROKER:-redis}
 CLUSTER_SHARDS=${CLUSTER_SHARDS:-8}
 CLUSTER_IDLE_SECS=${CLUSTER_IDLE_SECS:-0}
@@ -420,6 +423,48 @@ bus_received() {
     echo
 }
 
+# commandstats NAME WINDOW: from each Redis's NAME.info-<port>.txt (INFO
+# commandstats and stats over the pushes, --broker-exec-after) and its CPU
+# over the same window (WINDOW, ms per process), NAME.commandstats.md: per
+# process its CPU, the time its commands took (the rest is outside
+# commands: reads, writes, the event loop, cluster and replication work),
+# its reads and writes, and per command its calls and times.
+commandstats() {
+    local name=$1 window=$2 i port file cpu
+    [[ -f $out/$name.info-${redis_ports[0]}.txt ]] || return 0
+    {
+        echo "Redis over the pushes (CONFIG RESETSTAT before the first push; CPU from /proc over the same window)"
+        echo
+        echo "| port | CPU ms | scripts: calls / ms in them | other top-level commands: calls / ms | commands (scripts' own included) | reads | writes | net in / out KB |"
+        echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+        for i in "${!redis_ports[@]}"; do
+            port=${redis_ports[i]}
+            file=$out/$name.info-$port.txt
+            cpu=$(jq ".[$i] // 0" <<<"$window" 2>/dev/null || echo 0)
+            # Commands a script runs count too, under their own names:
+            # "other top-level" leaves out those the publish scripts run.
+            awk -F'[:,=]' -v port="$port" -v cpu="$cpu" '
+                /^cmdstat_(evalsha|eval|fcall):/ {scalls += $3; susec += $5; next}
+                /^cmdstat_(get|set|time|zrevrangebyscore|zremrangebyscore|xadd|xlen|xrange|xdel|pexpire|pexpireat|incr|publish|spublish|zadd|multi|exec):/ {next}
+                /^cmdstat_/ {ocalls += $3; ousec += $5}
+                /^total_commands_processed:/ {cmds = $2}
+                /^total_reads_processed:/ {reads = $2}
+                /^total_writes_processed:/ {writes = $2}
+                /^total_net_input_bytes:/ {nin = $2}
+                /^total_net_output_bytes:/ {nout = $2}
+                END {printf "| %s | %d | %d / %.0f | %d / %.0f | %d | %d | %d | %d / %d |\n", port, cpu, scalls, susec / 1000,
+                    ocalls, ousec / 1000, cmds, reads, writes, nin / 1024, nout / 1024}' "$file"
+        done
+        echo
+        echo "| port | command | calls | usec | usec per call |"
+        echo "| --- | --- | ---: | ---: | ---: |"
+        for port in "${redis_ports[@]}"; do
+            awk -F'[:,=]' -v port="$port" '/^cmdstat_/ {sub(/^cmdstat_/, "", $1)
+                printf "| %s | %s | %d | %d | %s |\n", port, $1, $3, $5, $7}' "$out/$name.info-$port.txt"
+        done
+    } >"$out/$name.commandstats.md"
+}
+
 # run NAME PUSHES TOTAL_CONNECTIONS LOADTEST_ARGS...: one load client run
 # against the running nodes, with PUBLISH counted around it (Redis-wide
 # from INFO commandstats, and on this step's channel by a subscriber).
@@ -432,6 +477,11 @@ run() {
         --json "$out/$name.json" --markdown "$out/$name.md")
     if (( ${#redis_pids[@]} > 0 )); then
         cmd+=(--broker-pid "$(IFS=,; echo "${redis_pids[*]}")")
+        # Over the same window (a Redis of our own only: RESETSTAT clears
+        # counters others may read): each process's per-command counts
+        # and times, and its reads and writes.
+        cmd+=(--broker-exec-before "for p in ${redis_ports[*]}; do redis-cli -p \$p config resetstat >/dev/null || exit 1; done"
+            --broker-exec-after "for p in ${redis_ports[*]}; do { redis-cli -p \$p info commandstats && redis-cli -p \$p info stats; } | tr -d '\\r' >'$PWD/$out/$name.info-'\$p.txt || exit 1; done")
     fi
     echo "$name: ${cmd[*]}" | sed "s|$tmp/loadtest|target/release/loadtest|" >>"$out/commands.txt"
     if [[ $CLUSTER_BROKER != cluster ]]; then
@@ -456,6 +506,7 @@ run() {
     local window server_cpu_ms
     window=$(jq -c '.results.broker_cpu_ms_per_pid // null' "$out/$name.json" 2>/dev/null) || window=null
     server_cpu_ms=$(jq '.results.server_cpu_ms // null' "$out/$name.json" 2>/dev/null) || server_cpu_ms=null
+    commandstats "$name" "$window"
     local on_channel=null
     if [[ -n $sub_pid ]]; then
         sleep 0.5
@@ -542,14 +593,15 @@ failover() {
     return "$status"
 }
 
-# personal STEP K RATE [USERS ROUNDS BATCH]: USERS WebSockets on K nodes,
-# ROUNDS personal pushes each, BATCH users per push.
+# personal STEP K RATE [USERS ROUNDS BATCH PUSH_CONNS]: USERS WebSockets on
+# K nodes, ROUNDS personal pushes each, BATCH users per push, PUSH_CONNS
+# pushes in flight.
 personal() {
-    local step=$1 k=$2 rate=$3 n=${4:-$PERSONAL_N} rounds=${5:-$PERSONAL_ROUNDS} batch=${6:-$PERSONAL_BATCH} status=0
+    local step=$1 k=$2 rate=$3 n=${4:-$PERSONAL_N} rounds=${5:-$PERSONAL_ROUNDS} batch=${6:-$PERSONAL_BATCH} conns=${7:-4} status=0
     start_nodes "$step" "$k"
     local pushes=$(( (n + batch - 1) / batch * rounds ))
     run "$step" "$pushes" "$n" personal \
-        -n "$n" -m "$rounds" --batch "$batch" -r "$rate" \
+        -n "$n" -m "$rounds" --batch "$batch" -r "$rate" --push-conns "$conns" \
         --ws-url "$(urls 'ws://%s/ws?uid={user}')" \
         --push-url "$(urls 'http://%s/push')" \
         --pid "$(pids)" --check || status=$?
@@ -571,7 +623,7 @@ for step in "${steps[@]}"; do
         personal-3) personal personal-3 3 0 || failed+=("$step") ;;
         personal-1-paced) personal personal-1-paced 1 "$PERSONAL_PACED_RATE" || failed+=("$step") ;;
         personal-3-paced) personal personal-3-paced 3 "$PERSONAL_PACED_RATE" || failed+=("$step") ;;
-        streams-1) personal streams-1 1 0 "$STREAMS_N" "$STREAMS_ROUNDS" 1 || failed+=("$step") ;;
+        streams-1) personal streams-1 1 0 "$STREAMS_N" "$STREAMS_ROUNDS" 1 "$STREAMS_PUSH_CONNS" || failed+=("$step") ;;
     esac
     # A failed run leaves its nodes up: stop them before the next step.
     stop_nodes

@@ -350,6 +350,16 @@ pub(crate) struct Common {
     /// over the connects. Reported one figure per pid, never summed.
     #[arg(long, value_delimiter = ',')]
     pub broker_pid: Vec<u32>,
+    /// A shell command (`sh -c`) run just before the broker's CPU is first
+    /// read, before the first push: for example one that resets the
+    /// broker's counters (`redis-cli CONFIG RESETSTAT`). Its failure fails
+    /// the run.
+    #[arg(long)]
+    pub broker_exec_before: Option<String>,
+    /// A shell command run just after the broker's CPU is last read, after
+    /// the last delivery: for example one that saves `INFO commandstats`.
+    #[arg(long)]
+    pub broker_exec_after: Option<String>,
     /// The server's Prometheus endpoints (pushgate: http://HOST:PORT/metrics),
     /// comma-separated; a gauge read for waiting is summed over them.
     #[arg(long, value_delimiter = ',')]

@@ -587,6 +587,9 @@ async fn push_and_collect(d: &Delivery<'_>, fleet: &mut Fleet) -> anyhow::Result
     } else {
         None
     };
+    if let Some(command) = &common.broker_exec_before {
+        broker_exec(command).await?;
+    }
     let broker_before: Vec<_> = common.broker_pid.iter().map(|p| sample(&[*p])).collect();
     let before = sample(&common.pid);
     let before_each: Vec<_> = common.pid.iter().map(|p| sample(&[*p])).collect();
@@ -636,6 +639,9 @@ async fn push_and_collect(d: &Delivery<'_>, fleet: &mut Fleet) -> anyhow::Result
         .zip(broker_before)
         .map(|(p, b)| cpu_between(b, sample(&[*p])))
         .collect();
+    if let Some(command) = &common.broker_exec_after {
+        broker_exec(command).await?;
+    }
     let client_cpu_us = fleet.cpu_us().saturating_sub(client_before);
     Ok(Pushed {
         client_cpu_us,
@@ -649,6 +655,17 @@ async fn push_and_collect(d: &Delivery<'_>, fleet: &mut Fleet) -> anyhow::Result
         killed,
         samples,
     })
+}
+
+/// Runs `command` with `sh -c` (`--broker-exec-before`, `--broker-exec-after`).
+async fn broker_exec(command: &str) -> anyhow::Result<()> {
+    let status = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .status()
+        .await?;
+    anyhow::ensure!(status.success(), "`{command}` exited with {status}");
+    Ok(())
 }
 
 /// Reads `url` (node B's `/metrics`) every [`storm::SAMPLE_EVERY`] from
