@@ -8,9 +8,9 @@
 //! would cost 16 KiB to wait. Served here, a waiting poll holds its task
 //! and its connection object and nothing else, and its answer is one
 //! write. A WebSocket opened here skips hyper's second parse of the head,
-//! its buffers, the upgrade hand-off and a second task: it is served on
-//! this connection's task, which holds the connection's permit until it
-//! ends.
+//! its buffers and the upgrade hand-off: its `101` is written here, and it
+//! is served on a task of its own (sized for it alone), which holds the
+//! connection's permit until it ends.
 //!
 //! What the front door serves it serves as hyper would (see
 //! `http::head` for which requests, `http::wire` for the bytes):
@@ -118,13 +118,21 @@ pub(crate) async fn serve(
                 // hyper keeps it.
                 let after = buf.split_off(head.len);
                 drop(buf);
-                // Served on this task: the permit is held until the
-                // WebSocket ends.
-                let Some(next) = websocket::serve_raw(&gw, &tcp, *head, after).await else {
-                    // Its socket closes, as hyper's upgraded one did.
-                    return;
-                };
-                Some(next)
+                match websocket::upgrade_raw(&gw, &tcp, *head, after).await {
+                    websocket::RawUpgrade::Refused(next) => Some(next),
+                    websocket::RawUpgrade::Closed => return,
+                    websocket::RawUpgrade::Open(ws) => {
+                        // On a task of its own, with the permit until it
+                        // ends: this task is sized for every request the
+                        // front door serves and for hyper, kilobytes a
+                        // WebSocket would hold for its whole life.
+                        tokio::spawn(async move {
+                            ws.serve().await;
+                            drop(permit);
+                        });
+                        return;
+                    }
+                }
             }
             Native::Poll => {
                 // The head's buffer goes; what followed it is copied out,

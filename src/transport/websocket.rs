@@ -3,7 +3,7 @@
 //! The handshake is checked (version, key, origin, token, capacity) before
 //! anything is upgraded, the same way on both paths to it: on plain TCP the
 //! front door answers it on the raw socket and serves the WebSocket on its
-//! connection's task ([`serve_raw`]); over TLS (or on a connection hyper
+//! connection's own task ([`upgrade_raw`]); over TLS (or on a connection hyper
 //! already serves) hyper upgrades it ([`upgrade`]). Then one task per
 //! connection reads the client's
 //! frames and writes what its outbound queue holds. On plain TCP the
@@ -186,18 +186,53 @@ pub(crate) async fn upgrade(gw: &Arc<Gateway>, mut req: Request<Incoming>) -> Re
     resp
 }
 
-/// Serves `GET /ws` on the raw socket (the front door's): the checks and
-/// answers of [`upgrade`], then the WebSocket on this task, `after` (what
-/// the client sent behind the head) its first bytes. Returns `after`
-/// after a refusal that keeps the connection, for its next request;
-/// `None` once the connection is over (the WebSocket ended, or an answer
-/// could not be written).
-pub(crate) async fn serve_raw(
+/// How a handshake on the raw socket ended.
+pub(crate) enum RawUpgrade {
+    /// Refused, and the connection goes on: what followed the head, for
+    /// its next request.
+    Refused(BytesMut),
+    /// Over: refused with `Connection: close`, or an answer that could
+    /// not be written.
+    Closed,
+    /// Switched: the WebSocket, to be served.
+    Open(RawWebSocket),
+}
+
+/// A WebSocket upgraded on the raw socket, its `101` written.
+pub(crate) struct RawWebSocket {
+    /// The connection, released when this is dropped.
+    held: Held,
+    /// The socket, already the fan-out's to write to.
+    socket: Arc<WsSocket>,
+    /// What the client sent behind its handshake.
+    prefetched: Bytes,
+}
+
+impl RawWebSocket {
+    /// Serves the WebSocket until it ends, then releases it.
+    pub(crate) async fn serve(self) {
+        let Self {
+            held,
+            socket,
+            prefetched,
+        } = self;
+        let conn = held.conn();
+        serve(held.gateway(), conn, Socket::Tcp(socket), prefetched).await;
+        debug!(user_id = %conn.user, conn_id = conn.id, transport = "ws", "connection closed");
+        // Releases the connection and forgets its direct socket.
+        drop(held);
+    }
+}
+
+/// Answers `GET /ws` on the raw socket (the front door's): the checks and
+/// answers of [`upgrade`], with `after` (what the client sent behind the
+/// head) kept for what comes next.
+pub(crate) async fn upgrade_raw(
     gw: &Arc<Gateway>,
     tcp: &Arc<TcpStream>,
     head: Head,
     after: BytesMut,
-) -> Option<BytesMut> {
+) -> RawUpgrade {
     let keep_alive = head.keep_alive;
     let admitted = handshake(gw, &head.request).await;
     drop(head);
@@ -206,7 +241,11 @@ pub(crate) async fn serve_raw(
         Err(refused) => {
             let bytes = wire::encode(refused, keep_alive).await;
             let written = wire::write_all(tcp, &bytes).await.is_ok();
-            return (written && keep_alive).then_some(after);
+            return if written && keep_alive {
+                RawUpgrade::Refused(after)
+            } else {
+                RawUpgrade::Closed
+            };
         }
     };
     let conn = held.conn();
@@ -217,19 +256,18 @@ pub(crate) async fn serve_raw(
         () = conn.killed() => false,
         written = wire::write_all(tcp, &switched) => written.is_ok(),
     };
-    drop(switched);
-    if written {
-        // Once the `101` is out, the fan-out may write to the socket
-        // itself.
-        let socket = Arc::new(WsSocket(Arc::clone(tcp)));
-        conn.outbound
-            .set_direct(Arc::clone(&socket) as Arc<dyn DirectWrite>);
-        serve(gw, conn, Socket::Tcp(socket), after.freeze()).await;
+    if !written {
+        return RawUpgrade::Closed;
     }
-    debug!(user_id = %conn.user, conn_id = conn.id, transport = "ws", "connection closed");
-    // Releases the connection and forgets its direct socket.
-    drop(held);
-    None
+    // Once the `101` is out, the fan-out may write to the socket itself.
+    let socket = Arc::new(WsSocket(Arc::clone(tcp)));
+    conn.outbound
+        .set_direct(Arc::clone(&socket) as Arc<dyn DirectWrite>);
+    RawUpgrade::Open(RawWebSocket {
+        held,
+        socket,
+        prefetched: after.freeze(),
+    })
 }
 
 /// The `101` answer, as hyper writes [`upgrade`]'s: the three headers in
