@@ -13,7 +13,7 @@ use futures_util::StreamExt;
 use pushgate::config::Config;
 use serde_json::json;
 use support::{API_KEY, Gateway, config, raw_http, raw_status, token};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
@@ -169,6 +169,58 @@ async fn a_wss_client_receives_a_broadcast_pushed_over_https() {
     assert_eq!(frame["type"], "message");
     assert_eq!(frame["stream"], "broadcast");
     assert_eq!(frame["data"], json!({"hello": "tls"}));
+}
+
+/// The head of the answer to `request` on `stream`: the status line and
+/// header lines as sent, but `date` (it moves by the second).
+async fn answer_head(
+    stream: &mut (impl AsyncRead + AsyncWrite + Unpin),
+    request: &str,
+) -> Vec<String> {
+    stream.write_all(request.as_bytes()).await.expect("write");
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        let n = tokio::time::timeout(WAIT, stream.read(&mut byte))
+            .await
+            .expect("an answer in time")
+            .expect("read");
+        assert_eq!(
+            n,
+            1,
+            "closed inside the head: {:?}",
+            String::from_utf8_lossy(&head)
+        );
+        head.push(byte[0]);
+    }
+    String::from_utf8(head)
+        .expect("ASCII head")
+        .split("\r\n")
+        .filter(|line| !line.is_empty() && !line.to_ascii_lowercase().starts_with("date:"))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_websocket_handshake_is_answered_alike_over_tls_and_plain_tcp() {
+    use support::ws::upgrade_request;
+    let tls = Tls::new("ws-heads");
+    let secure = Gateway::start(tls.config()).await;
+    let plain = Gateway::start(config()).await;
+    let good = format!("/ws?token={}", token("alice", 3600));
+    let requests = [
+        upgrade_request("GET", &good, &[], &[]),
+        upgrade_request("GET", &good, &[("Sec-WebSocket-Version", "8")], &[]),
+        upgrade_request("GET", "/ws?token=nope", &[], &[]),
+    ];
+    for request in requests {
+        // hyper answers over TLS, the front door on plain TCP.
+        let mut over_tls = tls.connect(secure.addr).await;
+        let mut over_tcp = TcpStream::connect(plain.addr).await.expect("tcp connect");
+        let by_hyper = answer_head(&mut over_tls, &request).await;
+        let by_front_door = answer_head(&mut over_tcp, &request).await;
+        assert_eq!(by_front_door, by_hyper, "{request}");
+    }
 }
 
 #[tokio::test]

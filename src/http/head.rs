@@ -2,10 +2,11 @@
 //! can be answered without hyper.
 //!
 //! Pure: bytes in, a parsed head (or why not) out. Only simple requests
-//! are taken: `GET` over HTTP/1.1 with no body, no `Expect` and no
-//! `Upgrade`, for a path the caller says it serves (the server's route
-//! table decides which). Anything else, malformed heads included, is left
-//! to hyper, which then answers it (or refuses it) the way it always does.
+//! are taken: `GET` over HTTP/1.1 with no body and no `Expect`, for a path
+//! the caller says it serves (the server's route table decides which);
+//! whether it asks for an `Upgrade` is the caller's to weigh. Anything
+//! else, malformed heads included, is left to hyper, which then answers
+//! it (or refuses it) the way it always does.
 
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Version};
@@ -22,6 +23,8 @@ pub(crate) struct Head {
     /// Whether the connection stays open after the answer (HTTP/1.1
     /// without `Connection: close`).
     pub keep_alive: bool,
+    /// Whether the request carries an `Upgrade` header.
+    pub upgrade: bool,
 }
 
 /// What the bytes read so far hold.
@@ -73,11 +76,13 @@ pub(crate) fn parse<R>(
         return Parsed::Other;
     }
     let keep_alive = !has_token(request.headers(), header::CONNECTION, "close");
+    let upgrade = request.headers().contains_key(header::UPGRADE);
     Parsed::Native(
         Box::new(Head {
             request,
             len,
             keep_alive,
+            upgrade,
         }),
         native,
     )
@@ -102,8 +107,8 @@ fn request(req: &httparse::Request<'_, '_>) -> Option<Request<()>> {
     Some(request)
 }
 
-/// Whether the request has no body and asks for nothing but an answer: no
-/// `Transfer-Encoding`, no `Content-Length` but 0, no `Expect`, no `Upgrade`.
+/// Whether the request has no body and expects nothing before its answer:
+/// no `Transfer-Encoding`, no `Content-Length` but 0, no `Expect`.
 fn bodiless(headers: &HeaderMap) -> bool {
     let length_zero = headers
         .get_all(header::CONTENT_LENGTH)
@@ -112,7 +117,6 @@ fn bodiless(headers: &HeaderMap) -> bool {
     length_zero
         && !headers.contains_key(header::TRANSFER_ENCODING)
         && !headers.contains_key(header::EXPECT)
-        && !headers.contains_key(header::UPGRADE)
 }
 
 fn has_token(headers: &HeaderMap, name: HeaderName, token: &str) -> bool {
@@ -162,6 +166,7 @@ mod tests {
             "the pipelined bytes are not the head's"
         );
         assert!(head.keep_alive);
+        assert!(!head.upgrade);
         assert_eq!(head.request.uri().query(), Some("token=abc&cursor=1-2"));
         assert_eq!(head.request.headers()["origin"], "https://a.example");
         assert_eq!(native("GET /sse HTTP/1.1\r\n\r\n").1, Native::Sse);
@@ -198,7 +203,6 @@ mod tests {
             "GET /poll HTTP/1.1\r\nContent-Length: 0\r\nContent-Length: 5\r\n\r\n",
             "GET /poll HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
             "GET /sse HTTP/1.1\r\nExpect: 100-continue\r\n\r\n",
-            "GET /poll HTTP/1.1\r\nUpgrade: websocket\r\n\r\n",
             "GET /poll HTTP/1.1\r\nBad Header: x\r\n\r\n",
             "\u{1}\u{2}garbage\r\n\r\n",
         ] {
@@ -209,6 +213,14 @@ mod tests {
                 .0
                 .keep_alive
         );
+    }
+
+    #[test]
+    fn an_upgrade_is_parsed_and_said() {
+        let (head, _) =
+            native("GET /poll HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n");
+        assert!(head.upgrade);
+        assert!(head.keep_alive);
     }
 
     #[test]

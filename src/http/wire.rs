@@ -4,8 +4,8 @@
 //!
 //! The bytes are what hyper writes for the same response: status line,
 //! the response's headers in lower case, `content-length` (or chunked
-//! transfer for a stream), `connection: close` when the connection ends
-//! after it, and `date`.
+//! transfer for a stream, or neither for a `101`), `connection: close`
+//! when the connection ends after it, and `date`.
 
 use std::cell::RefCell;
 use std::io;
@@ -26,6 +26,9 @@ pub(crate) enum Length {
     Fixed(usize),
     /// `transfer-encoding: chunked`: a stream, each write a chunk.
     Chunked,
+    /// No body and no length: a `101`, after which the connection speaks
+    /// another protocol.
+    None,
 }
 
 /// The end of a chunked body.
@@ -59,6 +62,7 @@ pub(crate) fn end_head(buf: &mut BytesMut, length: Length, keep_alive: bool) {
             itoa::Buffer::new().format(n).as_bytes(),
         ),
         Length::Chunked => put_header(buf, b"transfer-encoding", b"chunked"),
+        Length::None => {}
     }
     if !keep_alive {
         put_header(buf, b"connection", b"close");

@@ -1,13 +1,16 @@
 //! The front door of a plain-TCP connection: it reads each request head
-//! itself, serves `GET /poll` and `GET /sse` on the raw socket, and hands
-//! the connection (with every byte it read) to hyper at the first other
-//! request, for good.
+//! itself, serves `GET /poll`, `GET /sse` and the `GET /ws` handshake on
+//! the raw socket, and hands the connection (with every byte it read) to
+//! hyper at the first other request, for good.
 //!
 //! Why: hyper 1.x holds an 8 KiB read buffer and an 8 KiB write buffer for
 //! a connection's whole life, so a parked poll or an open event stream
 //! would cost 16 KiB to wait. Served here, a waiting poll holds its task
 //! and its connection object and nothing else, and its answer is one
-//! write.
+//! write. A WebSocket opened here skips hyper's second parse of the head,
+//! its buffers and the upgrade hand-off: its `101` is written here, and it
+//! is served on a task of its own (sized for it alone), which holds the
+//! connection's permit until it ends.
 //!
 //! What the front door serves it serves as hyper would (see
 //! `http::head` for which requests, `http::wire` for the bytes):
@@ -39,7 +42,7 @@ use crate::http::{MAX_HEADERS, MAX_REQUEST_HEAD_BYTES, RemoteAddr};
 use crate::linger;
 use crate::peers::PeerStream;
 use crate::transport::pipelined::Pipelined;
-use crate::transport::{longpoll, sse};
+use crate::transport::{longpoll, sse, websocket};
 
 /// Bytes asked of the socket per read of a request head.
 const READ_CHUNK_BYTES: usize = 1024;
@@ -51,6 +54,8 @@ enum Native {
     Poll,
     /// `GET /sse`
     Sse,
+    /// `GET /ws`
+    Ws,
 }
 
 impl Native {
@@ -60,7 +65,19 @@ impl Native {
         match Route::of(path, false, false) {
             Route::Poll => Some(Self::Poll),
             Route::Sse => Some(Self::Sse),
+            Route::WebSocket => Some(Self::Ws),
             _ => None,
+        }
+    }
+
+    /// Whether the front door serves this head, or leaves it to hyper: a
+    /// poll or a stream that asks for an upgrade, and a handshake that
+    /// asks to close the connection (hyper's `101` would then say
+    /// `connection: close` too), are hyper's.
+    fn takes(self, head: &Head) -> bool {
+        match self {
+            Self::Poll | Self::Sse => !head.upgrade,
+            Self::Ws => head.keep_alive,
         }
     }
 }
@@ -93,17 +110,48 @@ pub(crate) async fn serve(
             Next::Other => break,
             Next::Closed => return,
         };
-        // The head's buffer goes; what followed it is copied out, bounded.
-        let mut pipelined = Pipelined::after_head(buf.get(head.len..).unwrap_or_default());
-        drop(buf);
         head.request.extensions_mut().insert(RemoteAddr(peer));
-        let open = match native {
-            Native::Poll => longpoll::answer_raw(&gw, &tcp, *head, &mut pipelined).await,
-            Native::Sse => sse::serve_raw(&gw, &tcp, *head, &mut pipelined).await,
+        let next = match native {
+            Native::Ws => {
+                // What followed the head is the WebSocket's first bytes
+                // (or, after a refusal, the next request), kept whole as
+                // hyper keeps it.
+                let after = buf.split_off(head.len);
+                drop(buf);
+                match websocket::upgrade_raw(&gw, &tcp, *head, after).await {
+                    websocket::RawUpgrade::Refused(next) => Some(next),
+                    websocket::RawUpgrade::Closed => return,
+                    websocket::RawUpgrade::Open(ws) => {
+                        // On a task of its own, with the permit until it
+                        // ends: this task is sized for every request the
+                        // front door serves and for hyper, kilobytes a
+                        // WebSocket would hold for its whole life.
+                        tokio::spawn(async move {
+                            ws.serve().await;
+                            drop(permit);
+                        });
+                        return;
+                    }
+                }
+            }
+            Native::Poll => {
+                // The head's buffer goes; what followed it is copied out,
+                // bounded.
+                let mut pipelined = Pipelined::after_head(buf.get(head.len..).unwrap_or_default());
+                drop(buf);
+                let open = longpoll::answer_raw(&gw, &tcp, *head, &mut pipelined).await;
+                pipelined.into_next().filter(|_| open)
+            }
+            Native::Sse => {
+                let mut pipelined = Pipelined::after_head(buf.get(head.len..).unwrap_or_default());
+                drop(buf);
+                let open = sse::serve_raw(&gw, &tcp, *head, &mut pipelined).await;
+                pipelined.into_next().filter(|_| open)
+            }
         };
-        match pipelined.into_next() {
-            Some(next) if open => buf = next,
-            _ => {
+        match next {
+            Some(next) => buf = next,
+            None => {
                 // Every direct socket was forgotten when its poll or
                 // stream ended.
                 if let Ok(tcp) = Arc::try_unwrap(tcp) {
@@ -137,7 +185,9 @@ async fn next_head(
                 Parsed::Partial if buf.len() < MAX_REQUEST_HEAD_BYTES => {}
                 // Too long for a head: hyper answers it (431).
                 Parsed::Partial | Parsed::Other => return Next::Other,
-                Parsed::Native(head, native) if head.len <= MAX_REQUEST_HEAD_BYTES => {
+                Parsed::Native(head, native)
+                    if head.len <= MAX_REQUEST_HEAD_BYTES && native.takes(&head) =>
+                {
                     return Next::Native(head, native);
                 }
                 Parsed::Native(..) => return Next::Other,

@@ -1,7 +1,11 @@
 //! WebSocket: `GET /ws?token=…[&cursor=…]`.
 //!
 //! The handshake is checked (version, key, origin, token, capacity) before
-//! anything is upgraded. Then one task per connection reads the client's
+//! anything is upgraded, the same way on both paths to it: on plain TCP the
+//! front door answers it on the raw socket and serves the WebSocket on its
+//! connection's own task ([`upgrade_raw`]); over TLS (or on a connection hyper
+//! already serves) hyper upgrades it ([`upgrade`]). Then one task per
+//! connection reads the client's
 //! frames and writes what its outbound queue holds. On plain TCP the
 //! fan-out writes a frame to the socket itself whenever nothing is queued
 //! (see `registry::outbound`), so a broadcast wakes no task; frames are
@@ -17,7 +21,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::upgrade::Upgraded;
@@ -29,11 +33,12 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use tracing::{debug, trace, warn};
 
-use super::open;
+use super::open::{self, ClientError};
 use crate::gateway::{self, Gateway, Held};
 use crate::http::Body;
 use crate::http::error::ApiError;
-use crate::http::wire;
+use crate::http::head::Head;
+use crate::http::wire::{self, Length};
 use crate::peers::PeerStream;
 use crate::protocol::client_frame::ClientFrame;
 use crate::protocol::frame::Frame;
@@ -86,43 +91,58 @@ pub(crate) fn check_handshake(headers: &HeaderMap) -> Result<String, HandshakeEr
     }
 }
 
-/// Answers `GET /ws`: refuses with a JSON error, or switches protocols and
+/// A handshake that passed every check: the connection is admitted and
+/// held, and the `101` carries `accept`.
+struct Admitted {
+    /// `Sec-WebSocket-Accept`.
+    accept: String,
+    /// The connection; dropping it releases the connection, however the
+    /// upgrade ends (the upgrade failing, the task panicking).
+    held: Held,
+}
+
+/// Checks a `GET /ws` handshake and admits its client, the same on every
+/// path: the connection held, or the JSON error answer that refuses it
+/// (`426` with `Sec-WebSocket-Version` for a version other than 13).
+async fn handshake<B>(gw: &Arc<Gateway>, req: &Request<B>) -> Result<Admitted, Response<Body>> {
+    let accept = check_handshake(req.headers()).map_err(refusal)?;
+    let client = open::admit(gw, req, Transport::Ws)
+        .await
+        .map_err(ClientError::into_response)?;
+    // What a `subscribe` frame may ask for beyond public channels.
+    let claim = client.claim.clone();
+    let attached = open::join_live(gw, client, Transport::Ws)
+        .await
+        .map_err(ClientError::into_response)?;
+    attached.conn.set_claim(claim);
+    Ok(Admitted {
+        accept,
+        held: Held::new(Arc::clone(gw), attached.conn),
+    })
+}
+
+/// The answer to a handshake that is not one we accept.
+fn refusal(err: HandshakeError) -> Response<Body> {
+    let version = err == HandshakeError::Version;
+    let mut resp = ApiError::BadRequest(err.to_string()).into_body_response();
+    if version {
+        *resp.status_mut() = StatusCode::UPGRADE_REQUIRED;
+        resp.headers_mut().insert(
+            header::SEC_WEBSOCKET_VERSION,
+            HeaderValue::from_static("13"),
+        );
+    }
+    resp
+}
+
+/// Answers `GET /ws` on a connection hyper serves (TLS, or plain TCP that
+/// hyper took over): refuses with a JSON error, or switches protocols and
 /// spawns the connection's task.
 pub(crate) async fn upgrade(gw: &Arc<Gateway>, mut req: Request<Incoming>) -> Response<Body> {
-    let accept = match check_handshake(req.headers()) {
-        Ok(accept) => accept,
-        Err(HandshakeError::Version) => {
-            let mut resp =
-                ApiError::BadRequest(HandshakeError::Version.to_string()).into_body_response();
-            *resp.status_mut() = StatusCode::UPGRADE_REQUIRED;
-            resp.headers_mut().insert(
-                header::SEC_WEBSOCKET_VERSION,
-                HeaderValue::from_static("13"),
-            );
-            return resp;
-        }
-        Err(err) => return ApiError::BadRequest(err.to_string()).into_body_response(),
+    let Admitted { accept, held } = match handshake(gw, &req).await {
+        Ok(admitted) => admitted,
+        Err(refused) => return refused,
     };
-    let joined = match open::admit(gw, &req, Transport::Ws).await {
-        Ok(client) => {
-            let claim = client.claim.clone();
-            open::join_live(gw, client, Transport::Ws)
-                .await
-                .map(|attached| (attached, claim))
-        }
-        Err(err) => Err(err),
-    };
-    let conn = match joined {
-        Ok((attached, claim)) => {
-            // What a `subscribe` frame may ask for beyond public channels.
-            attached.conn.set_claim(claim);
-            attached.conn
-        }
-        Err(err) => return err.into_response(),
-    };
-    // From here on, however this ends (the upgrade failing, the task
-    // panicking), dropping `held` releases the connection.
-    let held = Held::new(Arc::clone(gw), conn);
     let conn = Arc::clone(held.conn());
     let on_upgrade = hyper::upgrade::on(&mut req);
     let gw = Arc::clone(gw);
@@ -139,7 +159,7 @@ pub(crate) async fn upgrade(gw: &Arc<Gateway>, mut req: Request<Incoming>) -> Re
                     } else {
                         [parts.read_buf, unread].concat().into()
                     };
-                    let tcp = Arc::new(WsSocket(tcp));
+                    let tcp = Arc::new(WsSocket(Arc::new(tcp)));
                     conn.outbound
                         .set_direct(Arc::clone(&tcp) as Arc<dyn DirectWrite>);
                     serve(&gw, &conn, Socket::Tcp(tcp), prefetched).await;
@@ -166,12 +186,112 @@ pub(crate) async fn upgrade(gw: &Arc<Gateway>, mut req: Request<Incoming>) -> Re
     resp
 }
 
+/// How a handshake on the raw socket ended.
+pub(crate) enum RawUpgrade {
+    /// Refused, and the connection goes on: what followed the head, for
+    /// its next request.
+    Refused(BytesMut),
+    /// Over: refused with `Connection: close`, or an answer that could
+    /// not be written.
+    Closed,
+    /// Switched: the WebSocket, to be served.
+    Open(RawWebSocket),
+}
+
+/// A WebSocket upgraded on the raw socket, its `101` written.
+pub(crate) struct RawWebSocket {
+    /// The connection, released when this is dropped.
+    held: Held,
+    /// The socket, already the fan-out's to write to.
+    socket: Arc<WsSocket>,
+    /// What the client sent behind its handshake.
+    prefetched: Bytes,
+}
+
+impl RawWebSocket {
+    /// Serves the WebSocket until it ends, then releases it.
+    pub(crate) async fn serve(self) {
+        let Self {
+            held,
+            socket,
+            prefetched,
+        } = self;
+        let conn = held.conn();
+        serve(held.gateway(), conn, Socket::Tcp(socket), prefetched).await;
+        debug!(user_id = %conn.user, conn_id = conn.id, transport = "ws", "connection closed");
+        // Releases the connection and forgets its direct socket.
+        drop(held);
+    }
+}
+
+/// Answers `GET /ws` on the raw socket (the front door's): the checks and
+/// answers of [`upgrade`], with `after` (what the client sent behind the
+/// head) kept for what comes next.
+pub(crate) async fn upgrade_raw(
+    gw: &Arc<Gateway>,
+    tcp: &Arc<TcpStream>,
+    head: Head,
+    after: BytesMut,
+) -> RawUpgrade {
+    let keep_alive = head.keep_alive;
+    let admitted = handshake(gw, &head.request).await;
+    drop(head);
+    let Admitted { accept, held } = match admitted {
+        Ok(admitted) => admitted,
+        Err(refused) => {
+            let bytes = wire::encode(refused, keep_alive).await;
+            let written = wire::write_all(tcp, &bytes).await.is_ok();
+            return if written && keep_alive {
+                RawUpgrade::Refused(after)
+            } else {
+                RawUpgrade::Closed
+            };
+        }
+    };
+    let conn = held.conn();
+    let switched = switching_protocols(&accept);
+    drop(accept);
+    let written = tokio::select! {
+        biased;
+        () = conn.killed() => false,
+        written = wire::write_all(tcp, &switched) => written.is_ok(),
+    };
+    if !written {
+        return RawUpgrade::Closed;
+    }
+    // Once the `101` is out, the fan-out may write to the socket itself.
+    let socket = Arc::new(WsSocket(Arc::clone(tcp)));
+    conn.outbound
+        .set_direct(Arc::clone(&socket) as Arc<dyn DirectWrite>);
+    RawUpgrade::Open(RawWebSocket {
+        held,
+        socket,
+        prefetched: after.freeze(),
+    })
+}
+
+/// The `101` answer, as hyper writes [`upgrade`]'s: the three headers in
+/// that order, then `date`.
+fn switching_protocols(accept: &str) -> BytesMut {
+    let mut buf = BytesMut::with_capacity(SWITCHING_PROTOCOLS_BYTES);
+    buf.put_slice(b"HTTP/1.1 101 Switching Protocols\r\n");
+    wire::put_header(&mut buf, b"upgrade", b"websocket");
+    wire::put_header(&mut buf, b"connection", b"Upgrade");
+    wire::put_header(&mut buf, b"sec-websocket-accept", accept.as_bytes());
+    wire::end_head(&mut buf, Length::None, true);
+    buf
+}
+
+/// Room for the `101`: about 160 bytes.
+const SWITCHING_PROTOCOLS_BYTES: usize = 192;
+
 /// A WebSocket ping as shared bytes.
 static PING: Bytes = Bytes::from_static(ws_codec::PING);
 
-/// A WebSocket's plain-TCP socket, shared by its task and the fan-out.
+/// A WebSocket's plain-TCP socket, shared by its task and the fan-out
+/// (and, on the front door, its connection's task).
 #[derive(Debug)]
-struct WsSocket(TcpStream);
+struct WsSocket(Arc<TcpStream>);
 
 impl DirectWrite for WsSocket {
     fn try_frame(&self, frame: &Frame) -> io::Result<Option<Bytes>> {
@@ -255,9 +375,9 @@ enum Stop {
 /// Invariant: every write is raced against `kill`, so a peer that stops
 /// reading cannot hold its task (and its memory) past the close grace.
 ///
-/// `prefetched` is what hyper read past the handshake. It is a view into
-/// hyper's whole read buffer (kilobytes), so it is dropped as soon as it
-/// is parsed, not kept for the connection's life.
+/// `prefetched` is what hyper (or the front door) read past the
+/// handshake. It is a view into a whole read buffer (kilobytes), so it is
+/// dropped as soon as it is parsed, not kept for the connection's life.
 async fn serve(gw: &Gateway, conn: &Arc<Conn>, mut socket: Socket, prefetched: Bytes) {
     gateway::fault_point(conn);
     let mut inbound = Inbound::new(gw.websocket_config());
