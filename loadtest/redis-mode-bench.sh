@@ -18,25 +18,7 @@ clients=("$@")
 (( ${#clients[@]} > 0 )) || clients=(1 4)
 
 free_port() {
-    python3 - <<'PY'
-import socket
-while True:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    if port + 10000 < 65536:
-        bus = socket.socket()
-        try:
-            bus.bind(("127.0.0.1", port + 10000))
-        except OSError:
-            s.close()
-            continue
-        bus.close()
-        s.close()
-        print(port)
-        break
-    s.close()
-PY
+    python3 tests/cluster/free-port.py
 }
 
 tmp=$(mktemp -d /tmp/pushgate-redis-mode.XXXXXX)

@@ -248,6 +248,21 @@ async fn a_client_resumes_its_user_channel_and_broadcast_streams_on_another_node
     );
 }
 
+/// Pushes `n + 1` to alice through `a` (and moves `n` on), then waits
+/// 100 ms: `Some` of it if accepted, `None` if refused 503 (no master for
+/// the slot yet); any other answer fails the test.
+async fn push_next(a: &Gateway, n: &mut u64) -> Option<u64> {
+    *n += 1;
+    let resp = a.push(&json!({"to": ["alice"], "data": *n})).await;
+    let accepted = match resp.status.as_u16() {
+        202 => Some(*n),
+        503 => None,
+        other => panic!("push answered {other}: {:?}", resp.body),
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    accepted
+}
+
 /// Reads frames until one with `data` comes, returning those before it;
 /// fails after 40 s in all (heartbeats alone never end the wait).
 async fn frames_until(ws: &mut support::Ws, data: &serde_json::Value) -> Vec<serde_json::Value> {
@@ -317,14 +332,10 @@ async fn a_master_killed_fails_over_and_its_streams_go_on_without_a_gateway_rest
             tokio::time::Instant::now() < deadline,
             "pushes never accepted again ({refused} refused)"
         );
-        n += 1;
-        let resp = a.push(&json!({"to": ["alice"], "data": n})).await;
-        match resp.status.as_u16() {
-            202 => accepted.push(n),
-            503 => refused += 1,
-            other => panic!("push answered {other}: {:?}", resp.body),
+        match push_next(&a, &mut n).await {
+            Some(n) => accepted.push(n),
+            None => refused += 1,
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(
         refused > 0,
@@ -378,14 +389,7 @@ async fn a_master_killed_before_replicating_anything_says_so_and_delivers_the_ne
             tokio::time::Instant::now() < deadline,
             "pushes never accepted again (accepted {accepted:?})"
         );
-        n += 1;
-        let resp = a.push(&json!({"to": ["alice"], "data": n})).await;
-        match resp.status.as_u16() {
-            202 => accepted.push(n),
-            503 => {}
-            other => panic!("push answered {other}: {:?}", resp.body),
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        accepted.extend(push_next(&a, &mut n).await);
     }
     assert_eq!(
         cluster.master_of(slot),
@@ -454,14 +458,7 @@ async fn a_manual_failover_under_pushes_loses_nothing_and_delivers_each_once() {
             tokio::time::Instant::now() < deadline,
             "the failover or the pushes never completed (accepted {accepted:?})"
         );
-        n += 1;
-        let resp = a.push(&json!({"to": ["alice"], "data": n})).await;
-        match resp.status.as_u16() {
-            202 => accepted.push(n),
-            503 => {}
-            other => panic!("push answered {other}: {:?}", resp.body),
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        accepted.extend(push_next(&a, &mut n).await);
     }
     assert_each_once_in_order(&mut alice, &accepted).await;
 }

@@ -17,26 +17,9 @@ dir=${2:?usage: redis-cluster.sh start|stop DIR}
 
 # A port free now whose cluster bus port (port + 10000, below 65536) is
 # free too.
+here=$(cd "$(dirname "$0")" && pwd)
 free_port() {
-  python3 - <<'PY'
-import socket
-while True:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    if port + 10000 < 65536:
-        bus = socket.socket()
-        try:
-            bus.bind(("127.0.0.1", port + 10000))
-        except OSError:
-            s.close()
-            continue
-        bus.close()
-        s.close()
-        print(port)
-        break
-    s.close()
-PY
+  python3 "$here/free-port.py"
 }
 
 case "$cmd" in
