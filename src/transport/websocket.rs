@@ -2,11 +2,11 @@
 //!
 //! The handshake is checked (version, key, origin, token, capacity) before
 //! anything is upgraded, the same way on both paths to it: on plain TCP the
-//! front door answers it on the raw socket and serves the WebSocket on its
-//! connection's own task ([`upgrade_raw`]); over TLS (or on a connection hyper
+//! front door answers it on the raw socket and serves the WebSocket on a
+//! task of its own ([`upgrade_raw`]); over TLS (or on a connection hyper
 //! already serves) hyper upgrades it ([`upgrade`]). Then one task per
-//! connection reads the client's
-//! frames and writes what its outbound queue holds. On plain TCP the
+//! connection reads the client's frames and writes what its outbound queue
+//! holds. On plain TCP the
 //! fan-out writes a frame to the socket itself whenever nothing is queued
 //! (see `registry::outbound`), so a broadcast wakes no task; frames are
 //! framed once per message (`Frame::ws`) and parsed with tungstenite's
