@@ -127,18 +127,13 @@ impl LocalCluster {
 
     /// Kills the node on `port` with SIGKILL (by its pid file).
     pub(crate) fn kill(&self, port: u16) {
-        self.signal(port, "-KILL");
-    }
-
-    /// Sends the node on `port` a signal (`-KILL`, `-STOP`, `-CONT`).
-    pub(crate) fn signal(&self, port: u16, signal: &str) {
         let pid = std::fs::read_to_string(self.dir.join(port.to_string()).join("redis.pid"))
             .expect("pid file");
         let status = Command::new("kill")
-            .args([signal, pid.trim()])
+            .args(["-KILL", pid.trim()])
             .status()
             .expect("kill runs");
-        assert!(status.success(), "kill {signal} {pid}");
+        assert!(status.success(), "kill -KILL {pid}");
     }
 
     /// The port of a replica of the master on `master`.
