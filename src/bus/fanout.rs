@@ -30,10 +30,11 @@ use crate::registry::{Lane, Registry};
 /// lanes, so what they record must only move forward (`fetch_max`).
 pub(crate) type Then = Box<dyn FnOnce() + Send>;
 
-/// One message, shared by every lane.
+/// One or more messages, in order, shared by every lane: each lane wakes
+/// once for all of them.
 struct Job {
-    /// `None` for [`Fanout::after`]: nothing to deliver, only `then`.
-    message: Option<(Frame, PushTarget)>,
+    /// Empty for [`Fanout::after`]: nothing to deliver, only `then`.
+    messages: Vec<(Frame, PushTarget)>,
     then: Mutex<Option<Then>>,
     /// Lanes that have not finished with it yet.
     pending: AtomicUsize,
@@ -66,7 +67,7 @@ impl Fanout {
                 .name(format!("pushgate-fanout-{index}"))
                 .spawn(move || {
                     for job in queue {
-                        if let Some((frame, target)) = &job.message {
+                        for (frame, target) in &job.messages {
                             match target {
                                 PushTarget::Broadcast => {
                                     registry.broadcast(frame, lane);
@@ -84,7 +85,7 @@ impl Fanout {
                         if job.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
                             // Every lane is done: the copies made for
                             // connections in channels are not needed again.
-                            if let Some((frame, _)) = &job.message {
+                            for (frame, _) in &job.messages {
                                 frame.forget_copies();
                             }
                             if let Some(then) = job.then.lock().take() {
@@ -101,17 +102,25 @@ impl Fanout {
     /// Queues `frame` for `target`, after every message handed over
     /// before it; `then` runs once every lane has delivered it.
     pub(crate) fn deliver(&self, frame: Frame, target: PushTarget, then: Option<Then>) {
-        self.send(Some((frame, target)), then);
+        self.send(vec![(frame, target)], then);
     }
 
     /// Runs `then` once every message handed over before it is delivered.
     pub(crate) fn after(&self, then: Then) {
-        self.send(None, Some(then));
+        self.send(Vec::new(), Some(then));
     }
 
-    fn send(&self, message: Option<(Frame, PushTarget)>, then: Option<Then>) {
+    /// Gathers messages to hand over together (see [`Batch`]).
+    pub(crate) fn batch(&self) -> Batch<'_> {
+        Batch {
+            fanout: self,
+            messages: Vec::new(),
+        }
+    }
+
+    fn send(&self, messages: Vec<(Frame, PushTarget)>, then: Option<Then>) {
         let job = Arc::new(Job {
-            message,
+            messages,
             then: Mutex::new(then),
             pending: AtomicUsize::new(self.lanes.len()),
         });
@@ -125,6 +134,41 @@ impl Fanout {
     }
 }
 
+/// Messages handed to the fan-out as one job: each lane wakes once for
+/// all of them rather than once per message (a bus that takes a burst
+/// from the broker, say 30 personal messages of one push, hands them over
+/// in one go). Order is kept: a batch's messages go after everything
+/// handed over before it, in the order given; [`Batch::after`] hands over
+/// what is gathered so far with its `then`. Dropping the batch hands over
+/// the rest, so whoever needs its messages ahead of another's (a bus
+/// holding its position lock) drops it before letting go.
+pub(crate) struct Batch<'a> {
+    fanout: &'a Fanout,
+    messages: Vec<(Frame, PushTarget)>,
+}
+
+impl Batch<'_> {
+    /// Adds `frame` for `target`.
+    pub(crate) fn deliver(&mut self, frame: Frame, target: PushTarget) {
+        self.messages.push((frame, target));
+    }
+
+    /// Hands over what is gathered; `then` runs once it (and everything
+    /// before it) is delivered.
+    pub(crate) fn after(&mut self, then: Then) {
+        self.fanout
+            .send(std::mem::take(&mut self.messages), Some(then));
+    }
+}
+
+impl Drop for Batch<'_> {
+    fn drop(&mut self) {
+        if !self.messages.is_empty() {
+            self.fanout.send(std::mem::take(&mut self.messages), None);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::VecDeque;
@@ -134,6 +178,9 @@ mod tests {
     use crate::protocol::{Transport, UserId};
     use crate::registry::Outgoing;
     use crate::registry::users::Limits;
+
+    /// Longest a test waits for a lane.
+    const WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
     fn registry() -> Arc<Registry> {
         let limits = Limits {
@@ -205,6 +252,37 @@ mod tests {
         assert_eq!(ran, (1..=50).collect::<Vec<_>>());
         assert_eq!(seqs(&alice), (1..=50).collect::<Vec<_>>());
         assert_eq!(seqs(&bob), (2..=50).step_by(2).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_batch_goes_out_in_order_with_its_then_after_what_it_gathered() {
+        let registry = registry();
+        let conn = registry
+            .attach(user("dave"), Transport::Ws, None, 0, Vec::new())
+            .expect("room")
+            .conn;
+        let fanout = Fanout::with_lanes(Arc::clone(&registry), 2).expect("threads");
+        let (done, finished) = mpsc::channel();
+        let mut batch = fanout.batch();
+        for seq in 1..=3 {
+            batch.deliver(frame(seq), PushTarget::Broadcast);
+        }
+        let signal = done.clone();
+        batch.after(Box::new(move || signal.send(()).expect("test alive")));
+        finished.recv_timeout(WAIT).expect("ran in time");
+        assert_eq!(
+            seqs(&conn),
+            [1, 2, 3],
+            "then ran after the batch's messages"
+        );
+        for seq in 4..=5 {
+            batch.deliver(frame(seq), PushTarget::Users(vec![user("dave")]));
+        }
+        // Dropped, the batch hands over what it still holds.
+        drop(batch);
+        fanout.after(Box::new(move || done.send(()).expect("test alive")));
+        finished.recv_timeout(WAIT).expect("ran in time");
+        assert_eq!(seqs(&conn), [4, 5]);
     }
 
     #[test]

@@ -53,7 +53,7 @@ use self::catch_up::{History, Pending, Step};
 use self::interest::{Interest, LINGER};
 use self::probe::{Due, Probes};
 use self::shards::{Shards, StreamName};
-use super::fanout::Fanout;
+use super::fanout::{Batch, Fanout};
 use super::redis::BusMessage;
 use super::redis::presence::{self, Presence};
 use super::resume::Resume;
@@ -342,54 +342,68 @@ async fn shard_position(
 }
 
 /// Takes what the cluster pushes: messages of the streams subscribed,
-/// barriers, and news of lost connections.
+/// barriers, and news of lost connections. What has arrived is taken in
+/// one go (up to [`RECEIVE_BATCH`]), and each run of messages in it is
+/// handed to the fan-out as one job (`on_messages`).
 async fn receive(shared: Arc<Shared>, mut pushes: mpsc::UnboundedReceiver<PushInfo>) {
-    while let Some(push) = pushes.recv().await {
-        match push.kind {
-            PushKind::SMessage => {
+    let mut arrived = Vec::with_capacity(RECEIVE_BATCH);
+    let mut messages = Vec::with_capacity(RECEIVE_BATCH);
+    while pushes.recv_many(&mut arrived, RECEIVE_BATCH).await > 0 {
+        for push in arrived.drain(..) {
+            if push.kind == PushKind::SMessage {
                 let mut data = push.data.into_iter();
                 let (Some(channel), Some(payload)) = (data.next(), data.next()) else {
                     continue;
                 };
-                let (Ok(channel), Ok(payload)) = (
+                if let (Ok(channel), Ok(payload)) = (
                     redis::from_redis_value::<String>(channel),
                     redis::from_redis_value::<Vec<u8>>(payload),
-                ) else {
-                    continue;
-                };
-                shared.on_message(&channel, &payload);
+                ) {
+                    messages.push((channel, payload));
+                }
+                continue;
             }
-            PushKind::Disconnection => {
-                // Messages published meanwhile did not reach this node: hold
-                // back delivery until they are read from history.
-                warn!(
-                    "redis cluster: a connection to a master was lost; catching up once it answers"
-                );
-                metrics::counter!(crate::metrics::names::BUS_RECONNECTS_TOTAL).increment(1);
-                shared.ready.store(false, Ordering::Relaxed);
-                shared.pause(None);
-                tokio::spawn(Arc::clone(&shared).after_disconnection());
-            }
-            PushKind::SUnsubscribe => {
-                // The server ends sharded subscriptions of a slot that
-                // moved to another master (a reshard, a failover); ours
-                // still want the stream.
-                let wanted = push
-                    .data
-                    .first()
-                    .and_then(|c| redis::from_redis_value::<String>(c.clone()).ok())
-                    .filter(|channel| shared.interest.is_subscribed(channel))
-                    .and_then(|channel| shared.shards.shard_of_channel(&channel));
-                if let Some(shard) = wanted {
+            // What came before this news goes first.
+            shared.on_messages(&mut messages);
+            match push.kind {
+                PushKind::Disconnection => {
+                    // Messages published meanwhile did not reach this node:
+                    // hold back delivery until they are read from history.
+                    warn!(
+                        "redis cluster: a connection to a master was lost; catching up once it answers"
+                    );
                     metrics::counter!(crate::metrics::names::BUS_RECONNECTS_TOTAL).increment(1);
-                    shared.pause(Some(shard));
+                    shared.ready.store(false, Ordering::Relaxed);
+                    shared.pause(None);
                     tokio::spawn(Arc::clone(&shared).after_disconnection());
                 }
+                PushKind::SUnsubscribe => {
+                    // The server ends sharded subscriptions of a slot that
+                    // moved to another master (a reshard, a failover); ours
+                    // still want the stream.
+                    let wanted = push
+                        .data
+                        .first()
+                        .and_then(|c| redis::from_redis_value::<String>(c.clone()).ok())
+                        .filter(|channel| shared.interest.is_subscribed(channel))
+                        .and_then(|channel| shared.shards.shard_of_channel(&channel));
+                    if let Some(shard) = wanted {
+                        metrics::counter!(crate::metrics::names::BUS_RECONNECTS_TOTAL).increment(1);
+                        shared.pause(Some(shard));
+                        tokio::spawn(Arc::clone(&shared).after_disconnection());
+                    }
+                }
+                _ => {}
             }
-            _ => {}
         }
+        shared.on_messages(&mut messages);
     }
 }
+
+/// Pushes from the cluster taken in one go by `receive`: a push to 100
+/// users brings up to 100 messages at once, and the fan-out's lanes then
+/// wake once for them rather than once each.
+const RECEIVE_BATCH: usize = 256;
 
 /// Who the messages of `stream` go to.
 fn target_of(stream: StreamName<'_>) -> PushTarget {
@@ -422,21 +436,50 @@ async fn sweep(shared: Arc<Shared>) {
 }
 
 impl Shared {
-    /// One message or barrier from a subscribed channel.
-    fn on_message(&self, channel: &str, payload: &[u8]) {
-        let Some(shard) = self.shards.shard_of_channel(channel) else {
-            return;
-        };
-        if self.shards.stream_of_channel(channel).is_none() {
-            self.on_barrier(shard, payload);
+    /// Messages and barriers from subscribed channels, in arrival order
+    /// (`messages` is left empty): under the position's lock, as one
+    /// fan-out batch, cut only where a barrier's waiter must run after
+    /// what came before it.
+    fn on_messages(&self, messages: &mut Vec<(String, Vec<u8>)>) {
+        if messages.is_empty() {
             return;
         }
-        metrics::counter!(crate::metrics::names::BUS_MESSAGES_RECEIVED_TOTAL).increment(1);
+        let mut position = self.position.lock();
+        let mut batch = self.fanout.batch();
+        let mut received = 0;
+        for (channel, payload) in messages.drain(..) {
+            received += u64::from(self.on_message(&mut position, &mut batch, &channel, &payload));
+        }
+        // The batch goes to the fan-out before the lock is let go, so the
+        // fan-out's order stays the order positions moved in.
+        drop(batch);
+        drop(position);
+        if received > 0 {
+            metrics::counter!(crate::metrics::names::BUS_MESSAGES_RECEIVED_TOTAL)
+                .increment(received);
+        }
+    }
+
+    /// One message or barrier from a subscribed channel; says whether it
+    /// was a stream's message (which the received counter counts).
+    fn on_message(
+        &self,
+        position: &mut Position,
+        batch: &mut Batch<'_>,
+        channel: &str,
+        payload: &[u8],
+    ) -> bool {
+        let Some(shard) = self.shards.shard_of_channel(channel) else {
+            return false;
+        };
+        if self.shards.stream_of_channel(channel).is_none() {
+            self.on_barrier(position, batch, shard, payload);
+            return false;
+        }
         let Some(message) = BusMessage::parse(payload) else {
             warn!("redis cluster: malformed bus message");
-            return;
+            return true;
         };
-        let mut position = self.position.lock();
         if let Some(pending) = self.paused.lock()[shard].as_mut() {
             pending.push(Pending::Message(
                 message.cursor,
@@ -444,25 +487,29 @@ impl Shared {
                 message.target,
                 message.json,
             ));
-            return;
+            return true;
         }
         self.hand_over(
-            &mut position,
+            position,
+            batch,
             shard,
             message.cursor,
             message.cursor_text,
             message.target,
             message.json,
         );
+        true
     }
 
     /// Moves the node's position in `shard` to the message at `at` and
-    /// hands the message to the fan-out with the position as its cursor
-    /// (the position's lock held, so the fan-out's order is the order
+    /// adds the message to `batch` with the position as its cursor (the
+    /// position's lock held, so the fan-out's order is the order
     /// positions moved in).
+    #[allow(clippy::too_many_arguments)]
     fn hand_over(
         &self,
         position: &mut Position,
+        batch: &mut Batch<'_>,
         shard: usize,
         at: Cursor,
         at_text: &str,
@@ -477,13 +524,19 @@ impl Shared {
             warn!("redis cluster: bus message is not a message frame");
             return;
         };
-        self.fanout.deliver(frame, target, None);
+        batch.deliver(frame, target);
     }
 
     /// A barrier (`<token>\n<epoch>-<seq>`): every message of `shard` up to
     /// that position has been handed to the fan-out. Or the node's probe of
     /// the shard, back.
-    fn on_barrier(&self, shard: usize, payload: &[u8]) {
+    fn on_barrier(
+        &self,
+        position: &mut Position,
+        batch: &mut Batch<'_>,
+        shard: usize,
+        payload: &[u8],
+    ) {
         if payload == probe::PAYLOAD {
             self.probes
                 .lock()
@@ -494,14 +547,13 @@ impl Shared {
         let Some((token, at)) = text.split_once('\n') else {
             return;
         };
-        let mut position = self.position.lock();
         let at = at.parse::<Cursor>().ok();
         let token = token.parse::<u64>().ok();
         if let Some(pending) = self.paused.lock()[shard].as_mut() {
             pending.push(Pending::Barrier(at, token));
             return;
         }
-        self.pass_barrier(&mut position, shard, at, token);
+        self.pass_barrier(position, batch, shard, at, token);
     }
 
     /// Moves the node's position in `shard` to a barrier's, and lets its
@@ -509,6 +561,7 @@ impl Shared {
     fn pass_barrier(
         &self,
         position: &mut Position,
+        batch: &mut Batch<'_>,
         shard: usize,
         at: Option<Cursor>,
         token: Option<u64>,
@@ -518,7 +571,7 @@ impl Shared {
         }
         let waiter = token.and_then(|token| self.barriers.lock().remove(&token));
         if let Some(waiter) = waiter {
-            self.fanout.after(Box::new(move || {
+            batch.after(Box::new(move || {
                 let _ = waiter.send(());
             }));
         }
@@ -727,14 +780,20 @@ impl Shared {
         if let Some(upto) = plan.reset {
             position.reset(shard, upto);
         }
+        let mut batch = self.fanout.batch();
         for step in plan.steps {
             match step {
                 Step::HandOver(at, text, target, json) => {
-                    self.hand_over(&mut position, shard, at, &text, target, json);
+                    self.hand_over(&mut position, &mut batch, shard, at, &text, target, json);
                 }
-                Step::Barrier(at, token) => self.pass_barrier(&mut position, shard, at, token),
+                Step::Barrier(at, token) => {
+                    self.pass_barrier(&mut position, &mut batch, shard, at, token);
+                }
             }
         }
+        // Handed to the fan-out before the position's lock is let go.
+        drop(batch);
+        drop(position);
         CaughtUp { whole, confirmed }
     }
 
