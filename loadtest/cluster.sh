@@ -46,6 +46,10 @@
 #   FAILOVER_WS=5000 FAILOVER_SSE=500 FAILOVER_POLL=500
 #   FAILOVER_MESSAGES=100 FAILOVER_RATE=10 FAILOVER_KILL_AFTER=4
 #   PERSONAL_N=15000 PERSONAL_ROUNDS=10 PERSONAL_BATCH=100 PERSONAL_PACED_RATE=100
+#   PERSONAL_CONNECT_RATE=4000   connects per second per node in the personal and streams
+#                                steps: under a node's own connection_rate (5000/s), which
+#                                answers 503 past it (the load client does not retry a
+#                                first connect)
 #   STREAMS_N=3000 STREAMS_ROUNDS=10
 #   STREAMS_PUSH_CONNS=4         pushes in flight at once in streams-1 (the load client's
 #                                --push-conns)
@@ -79,6 +83,7 @@ PERSONAL_N=${PERSONAL_N:-15000}
 PERSONAL_ROUNDS=${PERSONAL_ROUNDS:-10}
 PERSONAL_BATCH=${PERSONAL_BATCH:-100}
 PERSONAL_PACED_RATE=${PERSONAL_PACED_RATE:-100}
+PERSONAL_CONNECT_RATE=${PERSONAL_CONNECT_RATE:-4000}
 STREAMS_N=${STREAMS_N:-3000}
 STREAMS_ROUNDS=${STREAMS_ROUNDS:-10}
 STREAMS_PUSH_CONNS=${STREAMS_PUSH_CONNS:-4}
@@ -192,6 +197,9 @@ cargo build --release -p loadtest
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 out=${CLUSTER_OUT:-loadtest/results/cluster-$stamp}
 mkdir -p "$out"
+# Absolute from here on: Redis and the load client's --broker-exec-after
+# write into it from other working directories.
+out=$(cd "$out" && pwd)
 tmp=$(mktemp -d /tmp/pushgate-cluster.XXXXXX)
 # Private copies: others may rebuild target/release meanwhile.
 cp "$pushgate_bin" "$tmp/pushgate"
@@ -216,7 +224,7 @@ case "$CLUSTER_BROKER" in
         mkdir -p "$tmp/standalone"
         redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --dir "$tmp/standalone" \
             --appendonly no --save '' --daemonize yes \
-            --pidfile "$tmp/standalone/redis.pid" --logfile "$PWD/$out/standalone-redis.log" >/dev/null
+            --pidfile "$tmp/standalone/redis.pid" --logfile "$out/standalone-redis.log" >/dev/null
         for _ in $(seq 1 100); do
             [[ $(rcli ping 2>/dev/null) == PONG ]] && break
             sleep 0.1
@@ -228,7 +236,7 @@ case "$CLUSTER_BROKER" in
         mkdir -p "$tmp/standalone-replica"
         redis-server --port "$replica_port" --bind 127.0.0.1 --dir "$tmp/standalone-replica" \
             --appendonly no --save '' --daemonize yes --replicaof 127.0.0.1 "$REDIS_PORT" \
-            --pidfile "$tmp/standalone-replica/redis.pid" --logfile "$PWD/$out/standalone-replica.log" >/dev/null
+            --pidfile "$tmp/standalone-replica/redis.pid" --logfile "$out/standalone-replica.log" >/dev/null
         for _ in $(seq 1 100); do
             redis-cli -p "$replica_port" info replication 2>/dev/null | grep -q 'master_link_status:up' && break
             sleep 0.1
@@ -481,9 +489,9 @@ run() {
         # counters others may read): each process's per-command counts
         # and times, and its reads and writes.
         cmd+=(--broker-exec-before "for p in ${redis_ports[*]}; do redis-cli -p \$p config resetstat >/dev/null || exit 1; done"
-            --broker-exec-after "for p in ${redis_ports[*]}; do { redis-cli -p \$p info commandstats && redis-cli -p \$p info stats; } | tr -d '\\r' >'$PWD/$out/$name.info-'\$p.txt || exit 1; done")
+            --broker-exec-after "for p in ${redis_ports[*]}; do { redis-cli -p \$p info commandstats && redis-cli -p \$p info stats; } | tr -d '\\r' >'$out/$name.info-'\$p.txt || exit 1; done")
     fi
-    echo "$name: ${cmd[*]}" | sed "s|$tmp/loadtest|target/release/loadtest|" >>"$out/commands.txt"
+    echo "$name: ${cmd[*]}" | sed "s|$tmp/loadtest|target/release/loadtest|; s|$PWD/||g" >>"$out/commands.txt"
     if [[ $CLUSTER_BROKER != cluster ]]; then
         redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" --csv subscribe "$prefix:bus" \
             >"$out/$name.channel.log" 2>&1 &
@@ -604,7 +612,7 @@ personal() {
         -n "$n" -m "$rounds" --batch "$batch" -r "$rate" --push-conns "$conns" \
         --ws-url "$(urls 'ws://%s/ws?uid={user}')" \
         --push-url "$(urls 'http://%s/push')" \
-        --pid "$(pids)" --check || status=$?
+        --pid "$(pids)" --connect-rate "$(( PERSONAL_CONNECT_RATE * k ))" --check || status=$?
     stop_nodes
     drop_keys "$prefix:*"
     return "$status"
