@@ -192,6 +192,14 @@ mod tests {
         Arc::new(Registry::new(limits, Counters::register()))
     }
 
+    /// A WebSocket of user `name`.
+    fn attach(registry: &Registry, name: &str) -> Arc<crate::registry::Conn> {
+        registry
+            .attach(user(name), Transport::Ws, None, 0, Vec::new())
+            .expect("room")
+            .conn
+    }
+
     fn user(name: &str) -> UserId {
         UserId::parse(name).expect("valid")
     }
@@ -222,14 +230,8 @@ mod tests {
     #[test]
     fn each_connection_gets_messages_in_order_whichever_lane_it_is_in() {
         let registry = registry();
-        let alice = registry
-            .attach(user("alice"), Transport::Ws, None, 0, Vec::new())
-            .expect("room")
-            .conn;
-        let bob = registry
-            .attach(user("bob"), Transport::Ws, None, 0, Vec::new())
-            .expect("room")
-            .conn;
+        let alice = attach(&registry, "alice");
+        let bob = attach(&registry, "bob");
         let fanout = Fanout::with_lanes(Arc::clone(&registry), 2).expect("threads");
         let (done, finished) = mpsc::channel();
         for seq in 1..=50 {
@@ -257,10 +259,7 @@ mod tests {
     #[test]
     fn a_batch_goes_out_in_order_with_its_then_after_what_it_gathered() {
         let registry = registry();
-        let conn = registry
-            .attach(user("dave"), Transport::Ws, None, 0, Vec::new())
-            .expect("room")
-            .conn;
+        let conn = attach(&registry, "dave");
         let fanout = Fanout::with_lanes(Arc::clone(&registry), 2).expect("threads");
         let (done, finished) = mpsc::channel();
         let mut batch = fanout.batch();
@@ -289,12 +288,7 @@ mod tests {
     fn one_connection_users_spread_evenly_over_the_lanes() {
         let registry = registry();
         let conns: Vec<_> = (0..60)
-            .map(|i| {
-                registry
-                    .attach(user(&format!("u{i}")), Transport::Ws, None, 0, Vec::new())
-                    .expect("room")
-                    .conn
-            })
+            .map(|i| attach(&registry, &format!("u{i}")))
             .collect();
         for count in [2, 3, 4] {
             for index in 0..count {
@@ -308,10 +302,7 @@ mod tests {
     #[test]
     fn a_connection_skips_what_its_floor_covers() {
         let registry = registry();
-        let conn = registry
-            .attach(user("carol"), Transport::Ws, None, 0, Vec::new())
-            .expect("room")
-            .conn;
+        let conn = attach(&registry, "carol");
         conn.outbound.discard_through(3);
         let fanout = Fanout::with_lanes(Arc::clone(&registry), 3).expect("threads");
         let (done, finished) = mpsc::channel();
