@@ -134,18 +134,16 @@ pub(crate) async fn serve(
                     }
                 }
             }
-            Native::Poll => {
+            Native::Poll | Native::Sse => {
                 // The head's buffer goes; what followed it is copied out,
                 // bounded.
                 let mut pipelined = Pipelined::after_head(buf.get(head.len..).unwrap_or_default());
                 drop(buf);
-                let open = longpoll::answer_raw(&gw, &tcp, *head, &mut pipelined).await;
-                pipelined.into_next().filter(|_| open)
-            }
-            Native::Sse => {
-                let mut pipelined = Pipelined::after_head(buf.get(head.len..).unwrap_or_default());
-                drop(buf);
-                let open = sse::serve_raw(&gw, &tcp, *head, &mut pipelined).await;
+                let open = if native == Native::Poll {
+                    longpoll::answer_raw(&gw, &tcp, *head, &mut pipelined).await
+                } else {
+                    sse::serve_raw(&gw, &tcp, *head, &mut pipelined).await
+                };
                 pipelined.into_next().filter(|_| open)
             }
         };
