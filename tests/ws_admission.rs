@@ -6,11 +6,11 @@ mod support;
 
 use std::time::Duration;
 
-use pushgate::config::Config;
 use pushgate::gateway::Gateway as State;
 use serde_json::json;
 use support::ws::{
-    ACCEPT, RawAnswer, alg_none_token, eventually, raw_handshake, token_with, upgrade_request,
+    ACCEPT, RawAnswer, alg_none_token, eventually, raw_handshake, shop_only, token_with,
+    upgrade_request,
 };
 use support::{Gateway, SECRET, config, next_json, token};
 
@@ -46,12 +46,6 @@ fn assert_upgraded(answer: &RawAnswer) {
             .is_some_and(|v| v.eq_ignore_ascii_case("websocket")),
         "{answer:?}"
     );
-}
-
-fn shop_only() -> Config {
-    let mut c = config();
-    c.auth.allowed_origins = vec!["https://shop.example".into()];
-    c
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

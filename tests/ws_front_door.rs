@@ -10,8 +10,7 @@ mod support;
 
 use std::time::Duration;
 
-use pushgate::config::Config;
-use support::ws::{client_frame, opcode, upgrade_request};
+use support::ws::{client_frame, opcode, shop_only, upgrade_request};
 use support::{Gateway, config, token};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -174,12 +173,6 @@ async fn same_on_both(gw: &Gateway, name: &str, request: &str) -> Answer {
         );
     }
     answered
-}
-
-fn shop_only() -> Config {
-    let mut c = config();
-    c.auth.allowed_origins = vec!["https://shop.example".into()];
-    c
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

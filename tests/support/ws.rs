@@ -13,6 +13,14 @@ use tokio_tungstenite::tungstenite::http::HeaderValue;
 
 use super::{Gateway, Ws};
 
+/// A test configuration that allows browsers from `https://shop.example`
+/// only: what the origin checks are tested against.
+pub(crate) fn shop_only() -> pushgate::config::Config {
+    let mut c = super::config();
+    c.auth.allowed_origins = vec!["https://shop.example".into()];
+    c
+}
+
 /// The RFC 6455 example key, and the accept value it must produce.
 pub(crate) const KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
 /// `Sec-WebSocket-Accept` for [`KEY`].
