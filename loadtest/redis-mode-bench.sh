@@ -95,8 +95,8 @@ stat_of() { redis-cli -p "$1" info stats | tr -d '\r' | awk -F: -v k="$2" '$1 ==
 # ttl 300 s), every key under one hash tag; redis-benchmark puts a number
 # below 3,000 in place of __rand_int__.
 tag='{pg:s0}'
-cluster_push=(evalsha "$cluster_sha" 6 "$tag:seq" "$tag:epoch" "$tag:aged" "$tag:times" "$tag:id"
-    "$tag:h:u:__rand_int__" 0123456789abcdef 'head-' 100 300000 0 6 1 '-tail' 1
+cluster_push=(evalsha "$cluster_sha" 7 "$tag:seq" "$tag:epoch" "$tag:aged" "$tag:times" "$tag:id"
+    "$tag:writer" "$tag:h:u:__rand_int__" 0123456789abcdef 'head-' 100 300000 0 7 1 '-tail' 1
     "$tag:b:u:__rand_int__" u__rand_int__)
 redis_push=(evalsha "$redis_sha" 6 "$tag:seq" "$tag:epoch" "$tag:aged" "$tag:times" "$tag:id"
     "$tag:h:u:__rand_int__" 0123456789abcdef 'head-' '-tail' u__rand_int__ 100 300000 0

@@ -127,13 +127,19 @@ impl LocalCluster {
 
     /// Kills the node on `port` with SIGKILL (by its pid file).
     pub(crate) fn kill(&self, port: u16) {
+        self.signal(port, "KILL");
+    }
+
+    /// Sends signal `name` (`STOP`, `CONT`, `KILL`, ...) to the node on
+    /// `port`.
+    pub(crate) fn signal(&self, port: u16, name: &str) {
         let pid = std::fs::read_to_string(self.dir.join(port.to_string()).join("redis.pid"))
             .expect("pid file");
         let status = Command::new("kill")
-            .args(["-KILL", pid.trim()])
+            .args([&format!("-{name}"), pid.trim()])
             .status()
             .expect("kill runs");
-        assert!(status.success(), "kill -KILL {pid}");
+        assert!(status.success(), "kill -{name} {pid}");
     }
 
     /// The port of a replica of the master on `master`.

@@ -892,16 +892,17 @@ impl Shared {
                 .key(self.shards.epoch(shard))
                 .key(self.shards.aged(shard))
                 .key(self.shards.times(shard))
-                .key(self.shards.push_id(shard, &message.id));
+                .key(self.shards.push_id(shard, &message.id))
+                .key(self.shards.writer(shard));
             for (_, streams) in &messages {
                 for (stream, _) in streams {
                     invocation.key(self.shards.history(*stream));
                 }
             }
             let first_expiring = if matches!(message.target, PushTarget::Broadcast) {
-                7
+                8
             } else {
-                6
+                7
             };
             invocation
                 .arg(&epoch)
@@ -990,7 +991,8 @@ impl Shared {
         invocation
             .key(self.shards.epoch(shard))
             .key(self.shards.seq(shard))
-            .key(self.shards.aged(shard));
+            .key(self.shards.aged(shard))
+            .key(self.shards.writer(shard));
         for stream in streams {
             invocation.key(self.shards.history(*stream));
         }

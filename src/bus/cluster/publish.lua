@@ -5,7 +5,8 @@
 -- live that history lacks, or the reverse.
 --
 -- KEYS[1] sequence   KEYS[2] epoch   KEYS[3] age watermark   KEYS[4] publish times (zset)
--- KEYS[5] idempotency key (unused when ARGV[5] ~= '1')   KEYS[6..] history streams
+-- KEYS[5] idempotency key (unused when ARGV[5] ~= '1')
+-- KEYS[6] the shard's writer (hash: replid, lost)   KEYS[7..] history streams
 -- ARGV[1] epoch to create if none   ARGV[2] frame head   ARGV[3] history size
 -- ARGV[4] ttl ms   ARGV[5] '1' if the push id is an idempotency key
 -- ARGV[6] index in KEYS of the first stream that expires with the ttl
@@ -27,6 +28,29 @@ local epoch = redis.call('GET', KEYS[2])
 if not epoch then
   epoch = ARGV[1]
   redis.call('SET', KEYS[2], epoch)
+end
+
+-- A failover can lose writes: a replica promoted before it got its
+-- master's last writes would give new messages the numbers of the lost
+-- ones, and a node or client that saw a lost message would take the new
+-- one at that number for it. So the shard remembers which master wrote
+-- it last (its replication id). A master that was that one's replica
+-- (the old id is its replid2) first moves the sequence past anything the
+-- old master can have numbered (LOST_GAP) and records the new start as
+-- 'lost': a position below it may have missed lost messages (resume.lua
+-- says not complete). A master that got the keys by a slot migration
+-- (another id entirely) adopts them as they are: nothing was lost.
+local LOST_GAP = 4294967296
+local info = redis.call('INFO', 'replication')
+local replid = string.match(info, 'master_replid:(%x+)')
+local writer = redis.call('HGET', KEYS[6], 'replid')
+if replid and writer ~= replid then
+  if writer and writer == string.match(info, 'master_replid2:(%x+)') then
+    local from = redis.call('INCRBY', KEYS[1], LOST_GAP)
+    redis.call('HSET', KEYS[6], 'replid', replid, 'lost', string.format('%d', from))
+  else
+    redis.call('HSET', KEYS[6], 'replid', replid)
+  end
 end
 
 -- Age: the newest message published before now - ttl is the watermark.
@@ -67,7 +91,7 @@ local function record(k, seq, frame)
 end
 
 local seq, cursor
-local k = 6
+local k = 7
 local a = 8
 for _ = 1, tonumber(ARGV[7]) do
   -- Formatted with '%d': tostring() would print 1e14 and up as '1e+14'.

@@ -147,6 +147,12 @@ impl Shards {
         self.key(shard, "aged")
     }
 
+    /// Which master wrote the shard last, and where a failover that may
+    /// have lost writes made its sequence start again (`publish.lua`).
+    pub(crate) fn writer(&self, shard: usize) -> String {
+        self.key(shard, "writer")
+    }
+
     /// The shard's recent publish times.
     pub(crate) fn times(&self, shard: usize) -> String {
         self.key(shard, "times")

@@ -62,6 +62,9 @@ struct Keys {
     seq: String,
     epoch: String,
     aged: String,
+    /// What a Redis Cluster shard records of failovers (`resume.lua`'s
+    /// KEYS[4]); one Redis never writes it.
+    writer: String,
     times: String,
     broadcast: String,
     channel: String,
@@ -75,6 +78,7 @@ impl Keys {
             seq: key("seq"),
             epoch: key("epoch"),
             aged: key("aged"),
+            writer: key("writer"),
             times: key("times"),
             broadcast: key("h:b"),
             channel: key("bus"),
@@ -425,6 +429,7 @@ impl Shared {
             .key(&self.keys.epoch)
             .key(&self.keys.seq)
             .key(&self.keys.aged)
+            .key(&self.keys.writer)
             .key(&self.keys.broadcast)
             .key(self.keys.user(user.as_str()));
         for channel in channels {

@@ -2,7 +2,9 @@
 -- and its channels'.
 --
 -- KEYS[1] epoch   KEYS[2] sequence   KEYS[3] age watermark
--- KEYS[4..] the streams: broadcast, the user's, then each channel's
+-- KEYS[4] the writer (hash; its 'lost': positions below it may have missed
+--   writes a failover lost, see bus/cluster/publish.lua; absent on one Redis)
+-- KEYS[5..] the streams: broadcast, the user's, then each channel's
 -- ARGV[1] the cursor's epoch   ARGV[2] the cursor's sequence number
 -- On a Redis Cluster (one shard of the sequence; bus/cluster): ARGV[3] the
 -- node's barrier channel in the shard, ARGV[4] the barrier's payload. The
@@ -10,7 +12,7 @@
 -- every message of the shard published before this read. There a cursor
 -- past the sequence means the shard lost writes (a failover before they
 -- were replicated): not complete.
--- Returns {complete (0/1), epoch, current sequence, entries of KEYS[4], of KEYS[5], ...};
+-- Returns {complete (0/1), epoch, current sequence, entries of KEYS[5], of KEYS[6], ...};
 -- entries are {id, {'f', frame}}.
 --
 -- Lua numbers are doubles, and tostring() prints 1e14 and up as '1e+14',
@@ -51,9 +53,10 @@ end
 
 local complete = 1
 if lost then complete = 0 end
+if after < tonumber(redis.call('HGET', KEYS[4], 'lost') or '0') then complete = 0 end
 local from = '(' .. string.format('%d', after) .. '-0'
 local reply = {0, epoch, current}
-for k = 4, #KEYS do
+for k = 5, #KEYS do
   if not covers(KEYS[k]) then complete = 0 end
   reply[#reply + 1] = redis.call('XRANGE', KEYS[k], from, '+')
 end
