@@ -6,13 +6,12 @@
 //! task of its own ([`upgrade_raw`]); over TLS (or on a connection hyper
 //! already serves) hyper upgrades it ([`upgrade`]). Then one task per
 //! connection reads the client's frames and writes what its outbound queue
-//! holds. On plain TCP the
-//! fan-out writes a frame to the socket itself whenever nothing is queued
-//! (see `registry::outbound`), so a broadcast wakes no task; frames are
-//! framed once per message (`Frame::ws`) and parsed with tungstenite's
-//! state machine fed from memory (`ws_codec`). There is no separate writer
-//! task and no per-connection tokio timer (pings and idle eviction come
-//! from the wheel, see `deadlines`).
+//! holds. On plain TCP the fan-out writes a frame to the socket itself
+//! whenever nothing is queued (see `registry::outbound`), so a broadcast
+//! wakes no task; frames are framed once per message (`Frame::ws`) and
+//! parsed with tungstenite's state machine fed from memory (`ws_codec`).
+//! There is no separate writer task and no per-connection tokio timer
+//! (pings and idle eviction come from the wheel, see `deadlines`).
 
 use std::collections::VecDeque;
 use std::io;
