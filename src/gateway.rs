@@ -153,6 +153,7 @@ impl Parts {
             config.history.size,
             clamp::millis(config.history.ttl()),
             config.history.max_streams,
+            config.server.fanout_nice,
         )
         .map_err(StartError::Thread)?;
         Ok(Arc::new(bus))
@@ -226,13 +227,14 @@ impl Gateway {
             parts.counters.clone(),
         );
         let (size, ttl_ms) = (config.history.size, clamp::millis(config.history.ttl()));
+        let nice = config.server.fanout_nice;
         let bus: Arc<dyn Bus> = match config.broker.kind {
             BrokerKind::Memory => parts.memory_bus(&config)?,
             BrokerKind::Redis if config.broker.cluster => {
-                Arc::new(ClusterBus::connect(broker, registry, counters, size, ttl_ms).await?)
+                Arc::new(ClusterBus::connect(broker, registry, counters, size, ttl_ms, nice).await?)
             }
             BrokerKind::Redis => {
-                Arc::new(RedisBus::connect(broker, registry, counters, size, ttl_ms).await?)
+                Arc::new(RedisBus::connect(broker, registry, counters, size, ttl_ms, nice).await?)
             }
         };
         Self::assemble(config, parts, bus, tokens)

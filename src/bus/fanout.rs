@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
 
 use parking_lot::Mutex;
-use tracing::error;
+use tracing::{error, warn};
 
 use crate::bus::PushTarget;
 use crate::protocol::frame::Frame;
@@ -49,14 +49,22 @@ pub(crate) struct Fanout {
 
 impl Fanout {
     /// Starts one thread per available core delivering to `registry`'s
-    /// connections.
-    pub(crate) fn start(registry: Arc<Registry>) -> std::io::Result<Self> {
+    /// connections, at niceness `nice` (see [`Fanout::with_lanes`]).
+    pub(crate) fn start(registry: Arc<Registry>, nice: u8) -> std::io::Result<Self> {
         let lanes = std::thread::available_parallelism().map_or(1, usize::from);
-        Self::with_lanes(registry, lanes)
+        Self::with_lanes(registry, lanes, nice)
     }
 
-    /// Starts `lanes` threads (at least 1).
-    pub(crate) fn with_lanes(registry: Arc<Registry>, lanes: usize) -> std::io::Result<Self> {
+    /// Starts `lanes` threads (at least 1). Each runs at niceness `nice`
+    /// above the process's (`[server] fanout_nice`): a broadcast's bulk of
+    /// sends yields the CPU to whatever else must run now (the runtime's
+    /// accepts, reads and answers, and on a shared machine the readers of
+    /// what was just sent) instead of taking its full share until done.
+    pub(crate) fn with_lanes(
+        registry: Arc<Registry>,
+        lanes: usize,
+        nice: u8,
+    ) -> std::io::Result<Self> {
         let count = lanes.max(1) as u64;
         let mut senders = Vec::with_capacity(count as usize);
         for index in 0..count {
@@ -66,6 +74,11 @@ impl Fanout {
             std::thread::Builder::new()
                 .name(format!("pushgate-fanout-{index}"))
                 .spawn(move || {
+                    if nice > 0
+                        && let Err(err) = lower_priority(nice)
+                    {
+                        warn!(error = %err, nice, "the fan-out thread keeps the process's priority");
+                    }
                     for job in queue {
                         for (frame, target) in &job.messages {
                             match target {
@@ -132,6 +145,15 @@ impl Fanout {
             }
         }
     }
+}
+
+/// Raises the calling thread's niceness by `nice` (Linux: niceness is
+/// per thread, and `setpriority` on a thread id sets that thread's alone).
+fn lower_priority(nice: u8) -> std::io::Result<()> {
+    let tid = rustix::thread::gettid();
+    let now = rustix::process::getpriority_process(Some(tid))?;
+    rustix::process::setpriority_process(Some(tid), now + i32::from(nice))?;
+    Ok(())
 }
 
 /// Messages handed to the fan-out as one job: each lane wakes once for
@@ -227,12 +249,47 @@ mod tests {
             .collect()
     }
 
+    /// The niceness of this process's threads named `name`.
+    fn nice_of_threads(name: &str) -> Vec<i64> {
+        std::fs::read_dir("/proc/self/task")
+            .expect("/proc")
+            .filter_map(|task| {
+                let dir = task.ok()?.path();
+                let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
+                let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
+                // Field 19 is the niceness; fields start after the ") ".
+                let fields = stat.rsplit_once(") ")?.1;
+                let nice = fields.split(' ').nth(16)?.parse().ok()?;
+                (comm.trim() == name).then_some(nice)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn lanes_run_at_the_niceness_asked_for() {
+        let registry = registry();
+        let fanout = Fanout::with_lanes(Arc::clone(&registry), 1, 7).expect("threads");
+        let (done, finished) = mpsc::channel();
+        // The thread sets its niceness before taking its first job.
+        fanout.after(Box::new(move || {
+            let _ = done.send(());
+        }));
+        finished.recv_timeout(WAIT).expect("the lane ran");
+        // (The kernel caps niceness at 19, say under `nice -n 19 cargo test`.)
+        let base = rustix::process::getpriority_process(None).expect("getpriority");
+        assert!(
+            nice_of_threads("pushgate-fanout").contains(&i64::from((base + 7).min(19))),
+            "{:?}",
+            nice_of_threads("pushgate-fanout")
+        );
+    }
+
     #[test]
     fn each_connection_gets_messages_in_order_whichever_lane_it_is_in() {
         let registry = registry();
         let alice = attach(&registry, "alice");
         let bob = attach(&registry, "bob");
-        let fanout = Fanout::with_lanes(Arc::clone(&registry), 2).expect("threads");
+        let fanout = Fanout::with_lanes(Arc::clone(&registry), 2, 0).expect("threads");
         let (done, finished) = mpsc::channel();
         for seq in 1..=50 {
             let target = if seq % 2 == 0 {
@@ -260,7 +317,7 @@ mod tests {
     fn a_batch_goes_out_in_order_with_its_then_after_what_it_gathered() {
         let registry = registry();
         let conn = attach(&registry, "dave");
-        let fanout = Fanout::with_lanes(Arc::clone(&registry), 2).expect("threads");
+        let fanout = Fanout::with_lanes(Arc::clone(&registry), 2, 0).expect("threads");
         let (done, finished) = mpsc::channel();
         let mut batch = fanout.batch();
         for seq in 1..=3 {
@@ -304,7 +361,7 @@ mod tests {
         let registry = registry();
         let conn = attach(&registry, "carol");
         conn.outbound.discard_through(3);
-        let fanout = Fanout::with_lanes(Arc::clone(&registry), 3).expect("threads");
+        let fanout = Fanout::with_lanes(Arc::clone(&registry), 3, 0).expect("threads");
         let (done, finished) = mpsc::channel();
         for seq in 1..=5 {
             let done = done.clone();

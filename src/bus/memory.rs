@@ -64,6 +64,7 @@ impl MemoryBus {
         history_size: usize,
         ttl_ms: u64,
         max_streams: usize,
+        fanout_nice: u8,
     ) -> std::io::Result<Self> {
         Ok(Self {
             epoch: rand::random(),
@@ -72,7 +73,7 @@ impl MemoryBus {
                 history: History::new(history_size, ttl_ms, max_streams),
                 dedupe: Dedupe::new(ttl_ms),
             }),
-            fanout: Fanout::start(Arc::clone(&registry))?,
+            fanout: Fanout::start(Arc::clone(&registry), fanout_nice)?,
             registry,
             delivered: Arc::new(AtomicU64::new(0)),
             counters,
@@ -321,7 +322,7 @@ mod tests {
             tokio::time::Instant::now(),
             std::time::Duration::from_millis(100),
         );
-        MemoryBus::new(registry, counters, clock, history_size, 60_000, 1_000)
+        MemoryBus::new(registry, counters, clock, history_size, 60_000, 1_000, 0)
             .expect("fan-out thread")
     }
 

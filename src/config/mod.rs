@@ -136,6 +136,11 @@ pub struct ServerConfig {
     /// Path of a PEM file with the private key of `tls_cert` (PKCS#8, PKCS#1
     /// or SEC1). Default unset. Set together with `tls_cert`, or neither.
     pub tls_key: Option<String>,
+    /// Niceness the fan-out threads add to the process's (0 to 19): how
+    /// readily a broadcast's bulk of sends yields the CPU to the rest of
+    /// the gateway (accepting, reading, answering pushes) and to other
+    /// processes. Default 5; 0 runs them like every other thread.
+    pub fanout_nice: u8,
 }
 
 impl Default for ServerConfig {
@@ -149,6 +154,7 @@ impl Default for ServerConfig {
             static_dir: "static".to_owned(),
             tls_cert: None,
             tls_key: None,
+            fanout_nice: 5,
         }
     }
 }

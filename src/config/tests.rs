@@ -1007,3 +1007,19 @@ fn metrics_may_listen_anywhere_but_the_main_address() {
     config.metrics.listen = Some("127.0.0.1:0".to_owned());
     config.validate().expect("port 0 for both");
 }
+
+#[test]
+fn fanout_nice_is_a_niceness_from_0_to_19() {
+    let mut config = valid();
+    assert_eq!(config.server.fanout_nice, 5);
+    for nice in [0, 19] {
+        config.server.fanout_nice = nice;
+        config.validate().expect("in range");
+    }
+    config.server.fanout_nice = 20;
+    let errors = config.validate().expect_err("out of range").to_string();
+    assert!(
+        errors.contains("server.fanout_nice: must be in 0..=19, got 20"),
+        "{errors}"
+    );
+}

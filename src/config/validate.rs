@@ -28,6 +28,13 @@ pub(super) fn server(server: &ServerConfig, errors: &mut ConfigErrors) {
         errors,
     );
     positive("server.body_timeout_secs", server.body_timeout_secs, errors);
+    in_range(
+        "server.fanout_nice",
+        u64::from(server.fanout_nice),
+        0,
+        19,
+        errors,
+    );
     tls_pair(server, errors);
 }
 

@@ -168,6 +168,7 @@ impl ClusterBus {
         counters: Counters,
         history_size: usize,
         ttl_ms: u64,
+        fanout_nice: u8,
     ) -> Result<Self, BusError> {
         let unavailable = |err: redis::RedisError| BusError::Unavailable(err.to_string());
         let seeds = if config.urls.is_empty() {
@@ -211,7 +212,7 @@ impl ClusterBus {
                     .map_err(unavailable)?,
             );
         }
-        let fanout = Fanout::start(Arc::clone(&registry)).map_err(|err| {
+        let fanout = Fanout::start(Arc::clone(&registry), fanout_nice).map_err(|err| {
             BusError::Unavailable(format!("cannot start the fan-out thread: {err}"))
         })?;
         let (presence_tx, presence_rx) = mpsc::unbounded_channel();

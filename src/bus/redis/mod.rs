@@ -145,6 +145,7 @@ impl RedisBus {
         counters: Counters,
         history_size: usize,
         ttl_ms: u64,
+        fanout_nice: u8,
     ) -> Result<Self, BusError> {
         let unavailable = |err: redis::RedisError| BusError::Unavailable(err.to_string());
         let client = redis::Client::open(config.url.as_str()).map_err(unavailable)?;
@@ -177,7 +178,7 @@ impl RedisBus {
             registry: Arc::clone(&registry),
             ttl_ms: crate::clamp::millis(config.presence_ttl()),
         });
-        let fanout = Fanout::start(Arc::clone(&registry)).map_err(|err| {
+        let fanout = Fanout::start(Arc::clone(&registry), fanout_nice).map_err(|err| {
             BusError::Unavailable(format!("cannot start the fan-out thread: {err}"))
         })?;
         let shared = Arc::new(Shared {
