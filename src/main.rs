@@ -157,7 +157,13 @@ fn serve(path: Option<&Path>) -> anyhow::Result<()> {
     runtime.block_on(async {
         let server = pushgate::Server::bind(config).await?;
         info!(addr = %server.local_addr(), version = VERSION, "listening");
-        server.run(shutdown_signal()).await;
+        // Served from a task on the runtime's workers, not from this
+        // thread: the accept loop polled here would wake this thread for
+        // every connection and hand each one back to a worker (two thread
+        // wake-ups per accept instead of none).
+        tokio::spawn(server.run(shutdown_signal()))
+            .await
+            .context("the server task failed")?;
         anyhow::Ok(())
     })
 }
