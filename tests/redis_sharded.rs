@@ -358,26 +358,64 @@ async fn a_master_killed_fails_over_and_its_streams_go_on_without_a_gateway_rest
     }
 }
 
+/// Two gateways on a fresh cluster, alice connected to `b` and pushed a
+/// first message (`0`) through `a`, and the master and replica holding
+/// her stream: where the failover tests start.
+struct AliceOnB {
+    cluster: LocalCluster,
+    a: Gateway,
+    alice: support::Ws,
+    slot: u16,
+    master: u16,
+    replica: u16,
+    /// The gateway alice is on (bind it: dropped, it stops).
+    _b: Gateway,
+}
+
+impl AliceOnB {
+    async fn start(test: &str) -> Option<Self> {
+        let cluster = LocalCluster::start(test)?;
+        let prefix = support::redis::prefix(test);
+        let a = Gateway::start(cluster.config(&prefix)).await;
+        let b = Gateway::start(cluster.config(&prefix)).await;
+        let layout = pushgate::ClusterLayout::new(&prefix, 8);
+        let slot = cluster.keyslot(&layout.user_history("alice"));
+        let mut alice = b.connect("alice").await;
+        let resp = a.push(&json!({"to": ["alice"], "data": 0})).await;
+        assert_eq!(resp.status, 202, "{:?}", resp.body);
+        assert_eq!(next_json(&mut alice, WAIT).await["data"], 0);
+        let master = cluster.master_of(slot);
+        let replica = cluster.replica_of(master);
+        Some(Self {
+            cluster,
+            a,
+            alice,
+            slot,
+            master,
+            replica,
+            _b: b,
+        })
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_manual_failover_under_pushes_loses_nothing_and_delivers_each_once() {
     show_logs_if_failing();
-    let Some(cluster) = LocalCluster::start("manual-failover") else {
+    let Some(AliceOnB {
+        cluster,
+        a,
+        mut alice,
+        slot,
+        replica,
+        _b,
+        ..
+    }) = AliceOnB::start("manual-failover").await
+    else {
         return;
     };
-    let prefix = support::redis::prefix("manual-failover");
-    let a = Gateway::start(cluster.config(&prefix)).await;
-    let b = Gateway::start(cluster.config(&prefix)).await;
-    let layout = pushgate::ClusterLayout::new(&prefix, 8);
-    let slot = cluster.keyslot(&layout.user_history("alice"));
-    let mut alice = b.connect("alice").await;
-    let resp = a.push(&json!({"to": ["alice"], "data": 0})).await;
-    assert_eq!(resp.status, 202, "{:?}", resp.body);
-    assert_eq!(next_json(&mut alice, WAIT).await["data"], 0);
 
     // An operator's failover (maintenance): the replica takes over, the
     // old master turns replica; pushes go on meanwhile.
-    let master = cluster.master_of(slot);
-    let replica = cluster.replica_of(master);
     assert_eq!(cluster.cli_at(replica, &["cluster", "failover"]), "OK");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
     let mut accepted = Vec::new();
@@ -491,20 +529,18 @@ fn repl_offset(cluster: &LocalCluster, port: u16) -> Option<u64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_a_failover_lost_are_told_and_new_pushes_are_not_taken_for_them() {
     show_logs_if_failing();
-    let Some(cluster) = LocalCluster::start("lost-writes") else {
+    let Some(AliceOnB {
+        cluster,
+        a,
+        mut alice,
+        slot,
+        master,
+        replica,
+        _b,
+    }) = AliceOnB::start("lost-writes").await
+    else {
         return;
     };
-    let prefix = support::redis::prefix("lost-writes");
-    let a = Gateway::start(cluster.config(&prefix)).await;
-    let b = Gateway::start(cluster.config(&prefix)).await;
-    let layout = pushgate::ClusterLayout::new(&prefix, 8);
-    let slot = cluster.keyslot(&layout.user_history("alice"));
-    let mut alice = b.connect("alice").await;
-    let resp = a.push(&json!({"to": ["alice"], "data": 0})).await;
-    assert_eq!(resp.status, 202, "{:?}", resp.body);
-    assert_eq!(next_json(&mut alice, WAIT).await["data"], 0);
-    let master = cluster.master_of(slot);
-    let replica = cluster.replica_of(master);
     eventually("the replica has every write so far", || {
         repl_offset(&cluster, master).is_some()
             && repl_offset(&cluster, replica) == repl_offset(&cluster, master)
