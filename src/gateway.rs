@@ -13,6 +13,7 @@ use crate::auth::keys::{self, KeyError, PublicKey};
 use crate::auth::origin::{BadOrigin, OriginPolicy};
 use crate::auth::proxy::{ConnectProxy, ProxyError};
 use crate::auth::token::TokenVerifier;
+use crate::bus::fanout::Fanout;
 use crate::bus::{Bus, BusError, ClusterBus, MemoryBus, RedisBus};
 use crate::clamp;
 use crate::config::{BrokerKind, Config};
@@ -145,18 +146,23 @@ impl Parts {
         }
     }
 
-    fn memory_bus(&self, config: &Config) -> Result<Arc<dyn Bus>, StartError> {
-        let bus = MemoryBus::new(
+    /// The fan-out threads every bus hands its messages to (`[server]
+    /// fanout_nice`).
+    fn fanout(&self, config: &Config) -> Result<Fanout, StartError> {
+        Fanout::start(Arc::clone(&self.registry), config.server.fanout_nice)
+            .map_err(StartError::Thread)
+    }
+
+    fn memory_bus(&self, config: &Config, fanout: Fanout) -> Arc<dyn Bus> {
+        Arc::new(MemoryBus::new(
             Arc::clone(&self.registry),
             self.counters.clone(),
             *self.timer.clock(),
             config.history.size,
             clamp::millis(config.history.ttl()),
             config.history.max_streams,
-            config.server.fanout_nice,
-        )
-        .map_err(StartError::Thread)?;
-        Ok(Arc::new(bus))
+            fanout,
+        ))
     }
 }
 
@@ -204,7 +210,7 @@ impl Gateway {
         let tokens =
             token_verifier_with(&config, load_public_keys(&config.auth.public_keys)?, None);
         let parts = Parts::new(&config);
-        let bus = parts.memory_bus(&config)?;
+        let bus = parts.memory_bus(&config, parts.fanout(&config)?);
         Self::assemble(config, parts, bus, tokens)
     }
 
@@ -220,6 +226,7 @@ impl Gateway {
         };
         let tokens = token_verifier_with(&config, public_keys, jwks);
         let parts = Parts::new(&config);
+        let fanout = parts.fanout(&config)?;
         // What either Redis bus is built from.
         let (broker, registry, counters) = (
             &config.broker,
@@ -227,14 +234,13 @@ impl Gateway {
             parts.counters.clone(),
         );
         let (size, ttl_ms) = (config.history.size, clamp::millis(config.history.ttl()));
-        let nice = config.server.fanout_nice;
         let bus: Arc<dyn Bus> = match config.broker.kind {
-            BrokerKind::Memory => parts.memory_bus(&config)?,
-            BrokerKind::Redis if config.broker.cluster => {
-                Arc::new(ClusterBus::connect(broker, registry, counters, size, ttl_ms, nice).await?)
-            }
+            BrokerKind::Memory => parts.memory_bus(&config, fanout),
+            BrokerKind::Redis if config.broker.cluster => Arc::new(
+                ClusterBus::connect(broker, registry, counters, fanout, size, ttl_ms).await?,
+            ),
             BrokerKind::Redis => {
-                Arc::new(RedisBus::connect(broker, registry, counters, size, ttl_ms, nice).await?)
+                Arc::new(RedisBus::connect(broker, registry, counters, fanout, size, ttl_ms).await?)
             }
         };
         Self::assemble(config, parts, bus, tokens)

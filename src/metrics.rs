@@ -31,6 +31,12 @@ pub(crate) mod names {
     /// Counter, by `reason` (idle, session_ttl, slow, replaced, token_expired):
     /// connections or sessions the gateway ended.
     pub(crate) const EVICTIONS_TOTAL: &str = "pushgate_evictions_total";
+    /// Histogram: from a message handed to the fan-out threads (numbered
+    /// here, or taken from the broker) until one starts delivering it.
+    pub(crate) const FANOUT_WAIT_SECONDS: &str = "pushgate_fanout_wait_seconds";
+    /// Histogram: from a message handed to the fan-out threads until
+    /// every one has handed it to its share of the connections.
+    pub(crate) const FANOUT_DURATION_SECONDS: &str = "pushgate_fanout_duration_seconds";
     /// Histogram: how late each timer expiry fired after its deadline tick.
     pub(crate) const TIMER_LATENESS_SECONDS: &str = "pushgate_timer_lateness_seconds";
     /// Counter: Redis commands that failed (a push answered 503).
@@ -159,6 +165,14 @@ const LATENESS_BUCKETS: &[f64] = &[
     0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.5, 1.0, 5.0,
 ];
 
+/// Fan-out buckets, seconds: a thread's wake-up (tens of microseconds)
+/// up to a broadcast to the most connections a process holds behind
+/// another (some 0.2 s each).
+const FANOUT_BUCKETS: &[f64] = &[
+    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5,
+];
+
 /// Connect proxy latency buckets, seconds: a site answering from a
 /// session cache in a millisecond up to the largest timeout allowed.
 const AUTH_PROXY_BUCKETS: &[f64] = &[
@@ -183,7 +197,17 @@ pub(crate) fn recorder() -> &'static PrometheusHandle {
                 ),
                 AUTH_PROXY_BUCKETS,
             )
-            .expect("proxy buckets are non-empty");
+            .expect("proxy buckets are non-empty")
+            .set_buckets_for_metric(
+                metrics_exporter_prometheus::Matcher::Full(names::FANOUT_WAIT_SECONDS.into()),
+                FANOUT_BUCKETS,
+            )
+            .expect("fan-out buckets are non-empty")
+            .set_buckets_for_metric(
+                metrics_exporter_prometheus::Matcher::Full(names::FANOUT_DURATION_SECONDS.into()),
+                FANOUT_BUCKETS,
+            )
+            .expect("fan-out buckets are non-empty");
         let recorder = builder.build_recorder();
         let handle = recorder.handle();
         // Another recorder may be installed already (an embedding
@@ -215,6 +239,16 @@ fn describe() {
     describe_counter!(
         EVICTIONS_TOTAL,
         "Connections or sessions ended by the gateway, by reason."
+    );
+    describe_histogram!(
+        FANOUT_WAIT_SECONDS,
+        Unit::Seconds,
+        "From a message handed to the fan-out threads until one starts delivering it."
+    );
+    describe_histogram!(
+        FANOUT_DURATION_SECONDS,
+        Unit::Seconds,
+        "From a message handed to the fan-out threads until every one has delivered it."
     );
     describe_histogram!(
         TIMER_LATENESS_SECONDS,

@@ -114,6 +114,46 @@ async fn published_and_delivered_counters_grow_with_a_broadcast() {
 }
 
 #[tokio::test]
+async fn each_message_is_timed_once_through_the_fan_out() {
+    let _turn = COUNTERS.lock().await;
+    let gw = Gateway::default().await;
+    let mut alice = gw.connect("alice").await;
+    let before = gw.metrics().await;
+    let resp = gw.push(&json!({"to": "*", "data": "timed"})).await;
+    assert_eq!(resp.status, 202);
+    assert_eq!(next_json(&mut alice, WAIT).await["data"], "timed");
+    // Both are recorded before the push is answered (the memory broker
+    // answers once its message is delivered).
+    let after = gw.metrics().await;
+    for histogram in [
+        "pushgate_fanout_wait_seconds",
+        "pushgate_fanout_duration_seconds",
+    ] {
+        let count = format!("{histogram}_count");
+        assert_eq!(
+            sample(&after, &count).unwrap_or_default(),
+            sample(&before, &count).unwrap_or_default() + 1.0,
+            "{histogram} timed the broadcast once:\n{after}"
+        );
+        let sum = format!("{histogram}_sum");
+        assert!(
+            required(&after, &sum) > sample(&before, &sum).unwrap_or_default(),
+            "{histogram} took some time:\n{after}"
+        );
+        let inf = format!(r#"{histogram}_bucket{{le="+Inf"}}"#);
+        assert_eq!(required(&after, &inf), required(&after, &count));
+        assert!(
+            after.contains(&format!(r#"{histogram}_bucket{{le="0.00005"}}"#)),
+            "{histogram} has the fan-out buckets:\n{after}"
+        );
+    }
+    assert!(
+        after.contains("# TYPE pushgate_fanout_wait_seconds histogram"),
+        "{after}"
+    );
+}
+
+#[tokio::test]
 async fn personal_pushes_count_on_the_user_stream() {
     let _turn = COUNTERS.lock().await;
     let gw = Gateway::default().await;

@@ -263,6 +263,25 @@ async fn push_next(a: &Gateway, n: &mut u64) -> Option<u64> {
     accepted
 }
 
+/// Pushes to alice through `a` ([`push_next`]) until `count` pushes are
+/// accepted, failing after 40 s: the accepted ones and how many were
+/// refused 503 meanwhile.
+async fn accept_pushes(a: &Gateway, n: &mut u64, count: usize) -> (Vec<u64>, usize) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
+    let (mut accepted, mut refused) = (Vec::new(), 0);
+    while accepted.len() < count {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "pushes never accepted again ({refused} refused, {accepted:?} accepted)"
+        );
+        match push_next(a, n).await {
+            Some(n) => accepted.push(n),
+            None => refused += 1,
+        }
+    }
+    (accepted, refused)
+}
+
 /// Reads frames until one with `data` comes, returning those before it;
 /// fails after 40 s in all (heartbeats alone never end the wait).
 async fn frames_until(ws: &mut support::Ws, data: &serde_json::Value) -> Vec<serde_json::Value> {
@@ -323,20 +342,7 @@ async fn a_master_killed_fails_over_and_its_streams_go_on_without_a_gateway_rest
     cluster.kill(master);
     // 503 while no master holds the slot, then accepted again once the
     // replica is promoted: no gateway restarted.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
-    let mut refused = 0;
-    let mut accepted = Vec::new();
-    let mut n = 0;
-    while accepted.len() < 3 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "pushes never accepted again ({refused} refused)"
-        );
-        match push_next(&a, &mut n).await {
-            Some(n) => accepted.push(n),
-            None => refused += 1,
-        }
-    }
+    let (accepted, refused) = accept_pushes(&a, &mut 0, 3).await;
     assert!(
         refused > 0,
         "the push right after the kill should find no master"
@@ -569,16 +575,7 @@ async fn writes_a_failover_lost_are_told_and_new_pushes_are_not_taken_for_them()
 
     // New pushes once the replica took over: without a guard they would
     // be numbered as 1 and 2 were, and be taken for them.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
-    let mut accepted = Vec::new();
-    let mut n = 2;
-    while accepted.len() < 3 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "pushes never accepted again"
-        );
-        accepted.extend(push_next(&a, &mut n).await);
-    }
+    let (accepted, _) = accept_pushes(&a, &mut 2, 3).await;
     assert_eq!(cluster.master_of(slot), replica, "the replica took over");
     // Alice, connected through it all, gets each new push once, in order,
     // and is told she may have missed something.

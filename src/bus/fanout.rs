@@ -15,13 +15,15 @@
 //! that resumed from history past a message skips it by its floor
 //! (`Outbound::discard_through`), so nothing is delivered twice.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
+use std::time::Instant;
 
 use parking_lot::Mutex;
 use tracing::{error, warn};
 
 use crate::bus::PushTarget;
+use crate::metrics::names;
 use crate::protocol::frame::Frame;
 use crate::registry::{Lane, Registry};
 
@@ -38,6 +40,20 @@ struct Job {
     then: Mutex<Option<Then>>,
     /// Lanes that have not finished with it yet.
     pending: AtomicUsize,
+    /// When it was handed over.
+    handed: Instant,
+    /// Whether a lane has started on it.
+    started: AtomicBool,
+}
+
+/// How long messages wait for, and take on, the fan-out threads: what a
+/// broadcast's first and last local recipients wait on this node.
+#[derive(Clone)]
+struct Timing {
+    /// Hand-over to the first lane starting on it.
+    wait: metrics::Histogram,
+    /// Hand-over to the last lane finishing it.
+    duration: metrics::Histogram,
 }
 
 /// Hands messages to the fan-out threads. Dropping it lets the threads
@@ -67,9 +83,14 @@ impl Fanout {
     ) -> std::io::Result<Self> {
         let count = lanes.max(1) as u64;
         let mut senders = Vec::with_capacity(count as usize);
+        let timing = Timing {
+            wait: metrics::histogram!(names::FANOUT_WAIT_SECONDS),
+            duration: metrics::histogram!(names::FANOUT_DURATION_SECONDS),
+        };
         for index in 0..count {
             let (jobs, queue) = mpsc::channel::<Arc<Job>>();
             let registry = Arc::clone(&registry);
+            let timing = timing.clone();
             let lane = Lane { index, count };
             std::thread::Builder::new()
                 .name(format!("pushgate-fanout-{index}"))
@@ -80,6 +101,10 @@ impl Fanout {
                         warn!(error = %err, nice, "the fan-out thread keeps the process's priority");
                     }
                     for job in queue {
+                        let messages = !job.messages.is_empty();
+                        if messages && !job.started.swap(true, Ordering::Relaxed) {
+                            timing.wait.record(job.handed.elapsed());
+                        }
                         for (frame, target) in &job.messages {
                             match target {
                                 PushTarget::Broadcast => {
@@ -100,6 +125,9 @@ impl Fanout {
                             // connections in channels are not needed again.
                             for (frame, _) in &job.messages {
                                 frame.forget_copies();
+                            }
+                            if messages {
+                                timing.duration.record(job.handed.elapsed());
                             }
                             if let Some(then) = job.then.lock().take() {
                                 then();
@@ -136,6 +164,8 @@ impl Fanout {
             messages,
             then: Mutex::new(then),
             pending: AtomicUsize::new(self.lanes.len()),
+            handed: Instant::now(),
+            started: AtomicBool::new(false),
         });
         for lane in &self.lanes {
             if lane.send(Arc::clone(&job)).is_err() {

@@ -54,9 +54,9 @@ pub(crate) type Delivery = oneshot::Receiver<()>;
 impl MemoryBus {
     /// A bus over `registry` keeping `history_size` messages per stream for
     /// `ttl_ms` (also the idempotency window), in at most `max_streams`
-    /// users' and channels' streams. Its epoch is random: memory
-    /// history does not survive a restart, so older cursors must not match.
-    /// Fails only if the fan-out thread cannot be started.
+    /// users' and channels' streams, delivering through `fanout` (over
+    /// the same registry). Its epoch is random: memory history does not
+    /// survive a restart, so older cursors must not match.
     pub(crate) fn new(
         registry: Arc<Registry>,
         counters: Counters,
@@ -64,21 +64,21 @@ impl MemoryBus {
         history_size: usize,
         ttl_ms: u64,
         max_streams: usize,
-        fanout_nice: u8,
-    ) -> std::io::Result<Self> {
-        Ok(Self {
+        fanout: Fanout,
+    ) -> Self {
+        Self {
             epoch: rand::random(),
             state: Mutex::new(State {
                 last_seq: 0,
                 history: History::new(history_size, ttl_ms, max_streams),
                 dedupe: Dedupe::new(ttl_ms),
             }),
-            fanout: Fanout::start(Arc::clone(&registry), fanout_nice)?,
+            fanout,
             registry,
             delivered: Arc::new(AtomicU64::new(0)),
             counters,
             clock,
-        })
+        }
     }
 
     fn now_ms(&self) -> u64 {
@@ -322,8 +322,16 @@ mod tests {
             tokio::time::Instant::now(),
             std::time::Duration::from_millis(100),
         );
-        MemoryBus::new(registry, counters, clock, history_size, 60_000, 1_000, 0)
-            .expect("fan-out thread")
+        let fanout = Fanout::start(Arc::clone(&registry), 0).expect("fan-out threads");
+        MemoryBus::new(
+            registry,
+            counters,
+            clock,
+            history_size,
+            60_000,
+            1_000,
+            fanout,
+        )
     }
 
     /// Publishes broadcast `n` and waits until it is delivered.

@@ -161,14 +161,15 @@ impl Drop for ClusterBus {
 impl ClusterBus {
     /// Connects to the cluster (retrying for up to `start_wait_secs`),
     /// subscribes to the broadcast stream and the node's barrier channels,
-    /// and starts the node's tasks.
+    /// and starts the node's tasks; messages reach `registry`'s
+    /// connections through `fanout`.
     pub(crate) async fn connect(
         config: &BrokerConfig,
         registry: Arc<Registry>,
         counters: Counters,
+        fanout: Fanout,
         history_size: usize,
         ttl_ms: u64,
-        fanout_nice: u8,
     ) -> Result<Self, BusError> {
         let unavailable = |err: redis::RedisError| BusError::Unavailable(err.to_string());
         let seeds = if config.urls.is_empty() {
@@ -212,9 +213,6 @@ impl ClusterBus {
                     .map_err(unavailable)?,
             );
         }
-        let fanout = Fanout::start(Arc::clone(&registry), fanout_nice).map_err(|err| {
-            BusError::Unavailable(format!("cannot start the fan-out thread: {err}"))
-        })?;
         let (presence_tx, presence_rx) = mpsc::unbounded_channel();
         let presence_keys = Arc::new(Presence {
             conn: conn.clone(),

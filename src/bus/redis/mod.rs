@@ -138,14 +138,15 @@ impl Drop for RedisBus {
 
 impl RedisBus {
     /// Connects (retrying for up to `start_wait_secs`), subscribes, and
-    /// starts the node's subscriber and presence tasks.
+    /// starts the node's subscriber and presence tasks; messages reach
+    /// `registry`'s connections through `fanout`.
     pub(crate) async fn connect(
         config: &BrokerConfig,
         registry: Arc<Registry>,
         counters: Counters,
+        fanout: Fanout,
         history_size: usize,
         ttl_ms: u64,
-        fanout_nice: u8,
     ) -> Result<Self, BusError> {
         let unavailable = |err: redis::RedisError| BusError::Unavailable(err.to_string());
         let client = redis::Client::open(config.url.as_str()).map_err(unavailable)?;
@@ -178,9 +179,6 @@ impl RedisBus {
             registry: Arc::clone(&registry),
             ttl_ms: crate::clamp::millis(config.presence_ttl()),
         });
-        let fanout = Fanout::start(Arc::clone(&registry), fanout_nice).map_err(|err| {
-            BusError::Unavailable(format!("cannot start the fan-out thread: {err}"))
-        })?;
         let shared = Arc::new(Shared {
             conn,
             client,
