@@ -4,7 +4,9 @@
 //! Labels are bounded enums (transport, stream, reason), never user ids.
 //! Hot paths hold [`Counters`] handles and add once per batch.
 
+use std::future::Future;
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use metrics::{Counter, Unit, describe_counter, describe_gauge, describe_histogram};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
@@ -218,6 +220,26 @@ pub(crate) fn recorder() -> &'static PrometheusHandle {
     })
 }
 
+/// How often [`upkeep`] folds the histograms' samples into their buckets.
+pub(crate) const UPKEEP_EVERY: Duration = Duration::from_secs(5);
+
+/// Folds the histograms' recorded samples into their buckets every
+/// `every` until `stop` completes. The recorder keeps each sample until
+/// this runs or `/metrics` is scraped, so without it a gateway nobody
+/// scrapes would hold every timer expiry's and every message's sample
+/// for good.
+pub(crate) async fn upkeep(every: Duration, stop: impl Future<Output = ()>) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut stop => return,
+            _ = tick.tick() => recorder().run_upkeep(),
+        }
+    }
+}
+
 fn describe() {
     use names::*;
     describe_gauge!(CONNECTIONS, "Open client connections by transport.");
@@ -405,5 +427,29 @@ mod tests {
         if cfg!(target_os = "linux") {
             assert!(resident_memory_bytes().is_some_and(|b| b > 0));
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn upkeep_keeps_the_samples_and_ends_with_its_stop() {
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(upkeep(UPKEEP_EVERY, async {
+            let _ = stop_rx.await;
+        }));
+        let name = "pushgate_test_upkeep_seconds";
+        recorder();
+        for _ in 0..3 {
+            metrics::histogram!(name).record(0.25);
+            // Paused: the clock jumps to the next tick once all is idle.
+            tokio::time::sleep(UPKEEP_EVERY).await;
+        }
+        assert!(!task.is_finished(), "runs until stopped");
+        // Folded into the buckets, not lost.
+        let text = recorder().render();
+        assert!(text.contains(&format!("{name}_count 3")), "{text}");
+        stop_tx.send(()).expect("task alive");
+        tokio::time::timeout(Duration::from_secs(1), task)
+            .await
+            .expect("ended with its stop")
+            .expect("no panic");
     }
 }

@@ -147,6 +147,10 @@ impl Server {
             DEFAULT_BUDGET,
             stopped(stop_rx.clone()),
         ));
+        tokio::spawn(crate::metrics::upkeep(
+            crate::metrics::UPKEEP_EVERY,
+            stopped(stop_rx.clone()),
+        ));
         if let Some(listener) = metrics_listener {
             tokio::spawn(serve_metrics(
                 Arc::clone(&gw),
