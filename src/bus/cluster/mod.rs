@@ -46,7 +46,7 @@ use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::{PushInfo, PushKind, Script, Value};
 use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinHandle;
+use tokio::task::JoinSet;
 use tracing::{info, warn};
 
 use self::catch_up::{History, Pending, Step};
@@ -147,15 +147,8 @@ impl std::fmt::Debug for Shared {
 #[derive(Debug)]
 pub(crate) struct ClusterBus {
     shared: Arc<Shared>,
-    tasks: Vec<JoinHandle<()>>,
-}
-
-impl Drop for ClusterBus {
-    fn drop(&mut self) {
-        for task in &self.tasks {
-            task.abort();
-        }
-    }
+    /// The node's tasks, held for the drop: it aborts them.
+    _tasks: JoinSet<()>,
 }
 
 impl ClusterBus {
@@ -266,7 +259,8 @@ impl ClusterBus {
         let (interest_tx, mut interest_rx) = mpsc::unbounded_channel();
         shared.registry.watch_channels(interest_tx);
         let follower = Arc::clone(&shared);
-        let memberships = tokio::spawn(async move {
+        let mut tasks = JoinSet::new();
+        tasks.spawn(async move {
             while let Some((channel, _, delta)) = interest_rx.recv().await {
                 let name = follower.shards.bus(StreamName::Channel(channel.as_str()));
                 follower.interest.add(&name, delta);
@@ -284,14 +278,14 @@ impl ClusterBus {
                 }
             }
         });
-        let presence_task = tokio::spawn(presence::run(
+        tasks.spawn(presence::run(
             Arc::clone(&shared.presence_keys),
             presence_rx,
             memberships_rx,
             config.presence_ttl(),
         ));
-        let receiver = tokio::spawn(receive(Arc::clone(&shared), push_rx));
-        let sweeper = tokio::spawn(sweep(Arc::clone(&shared)));
+        tasks.spawn(receive(Arc::clone(&shared), push_rx));
+        tasks.spawn(sweep(Arc::clone(&shared)));
         info!(
             shards = shared.shards.count(),
             node = %shared.node,
@@ -299,7 +293,7 @@ impl ClusterBus {
         );
         Ok(Self {
             shared,
-            tasks: vec![memberships, presence_task, receiver, sweeper],
+            _tasks: tasks,
         })
     }
 }

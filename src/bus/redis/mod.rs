@@ -36,7 +36,7 @@ use parking_lot::Mutex;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands, Script, Value};
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
+use tokio::task::JoinSet;
 use tracing::{info, warn};
 
 use super::fanout::Fanout;
@@ -125,15 +125,8 @@ struct Shared {
 #[derive(Debug)]
 pub(crate) struct RedisBus {
     shared: Arc<Shared>,
-    tasks: Vec<JoinHandle<()>>,
-}
-
-impl Drop for RedisBus {
-    fn drop(&mut self) {
-        for task in &self.tasks {
-            task.abort();
-        }
-    }
+    /// The node's tasks, held for the drop: it aborts them.
+    _tasks: JoinSet<()>,
 }
 
 impl RedisBus {
@@ -196,10 +189,11 @@ impl RedisBus {
             presence: presence_tx,
         });
         let (subscribed_tx, subscribed_rx) = tokio::sync::oneshot::channel();
-        let subscriber = tokio::spawn(subscribe(Arc::clone(&shared), subscribed_tx));
+        let mut tasks = JoinSet::new();
+        tasks.spawn(subscribe(Arc::clone(&shared), subscribed_tx));
         let (memberships_tx, memberships_rx) = mpsc::unbounded_channel();
         shared.registry.watch_channels(memberships_tx);
-        let presence = tokio::spawn(presence::run(
+        tasks.spawn(presence::run(
             Arc::clone(&shared.presence_keys),
             presence_rx,
             memberships_rx,
@@ -207,7 +201,7 @@ impl RedisBus {
         ));
         let bus = Self {
             shared,
-            tasks: vec![subscriber, presence],
+            _tasks: tasks,
         };
         match tokio::time::timeout(config.timeout() * 2, subscribed_rx).await {
             Ok(Ok(())) => Ok(bus),
