@@ -171,6 +171,8 @@ export function snapshot(parsed) {
     delivered: byLabel(parsed, 'pushgate_messages_delivered_total', 'transport'),
     evictions: byLabel(parsed, 'pushgate_evictions_total', 'reason'),
     lateness: histogram(parsed, 'pushgate_timer_lateness_seconds'),
+    fanoutWait: histogram(parsed, 'pushgate_fanout_wait_seconds'),
+    fanoutDuration: histogram(parsed, 'pushgate_fanout_duration_seconds'),
   };
 }
 

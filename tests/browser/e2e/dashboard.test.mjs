@@ -59,6 +59,8 @@ test('the dashboard draws every chart from live metrics', async () => {
   assert.ok(connections >= 5, `connections tile: ${connections}`);
   assert.match(await dashboard.textContent('#t-published-sub'), /^1[0-9] total$/);
   assert.match(await dashboard.textContent('#legend-evictions'), /replaced 1/);
+  assert.match(await dashboard.textContent('#t-fanout'), /^[0-9.]+ ms$/, 'fan-out p99 shown');
+  assert.match(await dashboard.textContent('#t-fanout-sub'), /^wait p99 [0-9.]+ ms$/);
 
   for (const name of CHARTS) {
     const canvas = dashboard.locator(`#chart-${name}`);

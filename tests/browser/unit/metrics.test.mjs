@@ -41,6 +41,18 @@ pushgate_timer_lateness_seconds_bucket{le="0.1"} 11
 pushgate_timer_lateness_seconds_bucket{le="+Inf"} 11
 pushgate_timer_lateness_seconds_sum 0.04
 pushgate_timer_lateness_seconds_count 11
+# TYPE pushgate_fanout_wait_seconds histogram
+pushgate_fanout_wait_seconds_bucket{le="0.00005"} 1
+pushgate_fanout_wait_seconds_bucket{le="0.0001"} 4
+pushgate_fanout_wait_seconds_bucket{le="+Inf"} 4
+pushgate_fanout_wait_seconds_sum 0.00026
+pushgate_fanout_wait_seconds_count 4
+# TYPE pushgate_fanout_duration_seconds histogram
+pushgate_fanout_duration_seconds_bucket{le="0.01"} 3
+pushgate_fanout_duration_seconds_bucket{le="0.025"} 4
+pushgate_fanout_duration_seconds_bucket{le="+Inf"} 4
+pushgate_fanout_duration_seconds_sum 0.04
+pushgate_fanout_duration_seconds_count 4
 `;
 
 test('a scrape becomes the dashboard snapshot', () => {
@@ -57,6 +69,10 @@ test('a scrape becomes the dashboard snapshot', () => {
   assert.deepEqual(s.evictions, { idle: 0, replaced: 1 });
   assert.equal(s.lateness.count, 11);
   assert.deepEqual(s.lateness.buckets.map((b) => b.le), [0.001, 0.005, 0.01, 0.1, Infinity]);
+  assert.equal(s.fanoutWait.count, 4);
+  assert.deepEqual(s.fanoutWait.buckets.map((b) => b.le), [0.00005, 0.0001, Infinity]);
+  assert.equal(s.fanoutDuration.count, 4);
+  assert.deepEqual(s.fanoutDuration.buckets.map((b) => b.count), [3, 4, 4]);
 });
 
 test('labels with escapes, timestamps, odd spacing and junk lines', () => {
