@@ -212,7 +212,9 @@ fn parse_addr(key: &'static str, value: &str) -> Result<SocketAddr, ServeError> 
 
 /// Binds a listener whose accept queue holds [`LISTEN_BACKLOG`]
 /// handshakes, so a reconnect storm waits in the queue instead of being
-/// dropped and retried a second later (tokio's default is 128).
+/// dropped and retried a second later (tokio's default is 128). It has
+/// `TCP_NODELAY` set, which Linux hands on to every socket it accepts: no
+/// `setsockopt` per connection (see `Admission::accept`).
 async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
     let listen = || -> std::io::Result<TcpListener> {
         let socket = if addr.is_ipv4() {
@@ -221,6 +223,7 @@ async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
             TcpSocket::new_v6()?
         };
         socket.set_reuseaddr(true)?;
+        socket.set_nodelay(true)?;
         socket.bind(addr)?;
         socket.listen(LISTEN_BACKLOG)
     };
@@ -284,5 +287,23 @@ async fn drain(gw: &Gateway) {
         for conn in left {
             conn.kill();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What lets `Admission::accept` skip a `setsockopt` per connection.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn sockets_the_listener_accepts_send_without_delay() {
+        let listener = bind("127.0.0.1:0".parse().expect("addr"))
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let _client = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let (accepted, _) = listener.accept().await.expect("accept");
+        assert!(accepted.nodelay().expect("getsockopt"));
     }
 }

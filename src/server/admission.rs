@@ -82,7 +82,11 @@ impl Admission {
 
     /// Takes one accepted connection: refuses it, or spawns its task.
     pub fn accept(&self, stream: TcpStream, peer: SocketAddr, phase: Phase) {
-        let _ = stream.set_nodelay(true);
+        // Frames go out as written. Linux gave the socket the listener's
+        // `TCP_NODELAY` (set in `server::bind`); elsewhere it is set here.
+        if !cfg!(target_os = "linux") {
+            let _ = stream.set_nodelay(true);
+        }
         let permit = match self.peers.admit(peer.ip()) {
             Ok(permit) => permit,
             Err(refusal) => {
