@@ -33,6 +33,8 @@ pub(crate) mod names {
     /// Counter, by `reason` (idle, session_ttl, slow, replaced, token_expired):
     /// connections or sessions the gateway ended.
     pub(crate) const EVICTIONS_TOTAL: &str = "pushgate_evictions_total";
+    /// What the fan-out histograms' names start with (they share buckets).
+    pub(crate) const FANOUT_PREFIX: &str = "pushgate_fanout_";
     /// Histogram: from a message handed to the fan-out threads (numbered
     /// here, or taken from the broker) until one starts delivering it.
     pub(crate) const FANOUT_WAIT_SECONDS: &str = "pushgate_fanout_wait_seconds";
@@ -200,13 +202,9 @@ pub(crate) fn recorder() -> &'static PrometheusHandle {
                 AUTH_PROXY_BUCKETS,
             )
             .expect("proxy buckets are non-empty")
+            // Both fan-out histograms (`names::FANOUT_*_SECONDS`).
             .set_buckets_for_metric(
-                metrics_exporter_prometheus::Matcher::Full(names::FANOUT_WAIT_SECONDS.into()),
-                FANOUT_BUCKETS,
-            )
-            .expect("fan-out buckets are non-empty")
-            .set_buckets_for_metric(
-                metrics_exporter_prometheus::Matcher::Full(names::FANOUT_DURATION_SECONDS.into()),
+                metrics_exporter_prometheus::Matcher::Prefix(names::FANOUT_PREFIX.into()),
                 FANOUT_BUCKETS,
             )
             .expect("fan-out buckets are non-empty");
