@@ -38,6 +38,7 @@ use super::http1::{self, Phase};
 use super::router::Route;
 use crate::gateway::Gateway;
 use crate::http::head::{self, Head, Parsed};
+use crate::http::wire;
 use crate::http::{MAX_HEADERS, MAX_REQUEST_HEAD_BYTES, RemoteAddr};
 use crate::linger;
 use crate::peers::PeerStream;
@@ -207,8 +208,7 @@ async fn next_head(
 async fn read_more(tcp: &TcpStream, buf: &mut BytesMut) -> io::Result<usize> {
     loop {
         tcp.readable().await?;
-        buf.reserve(READ_CHUNK_BYTES);
-        match tcp.try_read_buf(buf) {
+        match wire::try_read_buf(tcp, buf, READ_CHUNK_BYTES) {
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
             read => return read,
         }

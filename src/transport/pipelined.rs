@@ -16,6 +16,8 @@ use std::io;
 use bytes::BytesMut;
 use tokio::net::TcpStream;
 
+use crate::http::wire;
+
 /// The most bytes kept behind a request being answered. A pipelined poll
 /// request (its token in the query) fits; browsers do not pipeline.
 pub(crate) const PIPELINED_MAX_BYTES: usize = 1024;
@@ -102,7 +104,7 @@ impl Pipelined {
                 return;
             }
             let mut chunk = [0u8; READ_CHUNK_BYTES];
-            match tcp.try_read(&mut chunk) {
+            match wire::try_read(tcp, &mut chunk) {
                 Ok(0) => return,
                 Ok(n) => self.keep(&chunk[..n]),
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}

@@ -324,7 +324,7 @@ impl Socket {
         match self {
             Self::Tcp(tcp) => loop {
                 ready!(tcp.0.poll_read_ready(cx))?;
-                match tcp.0.try_read(buf.initialize_unfilled()) {
+                match wire::try_read(&tcp.0, buf.initialize_unfilled()) {
                     Ok(n) => {
                         buf.advance(n);
                         return Poll::Ready(Ok(()));
