@@ -95,9 +95,18 @@ stat_of() { redis-cli -p "$1" info stats | tr -d '\r' | awk -F: -v k="$2" '$1 ==
 # ttl 300 s), every key under one hash tag; redis-benchmark puts a number
 # below 3,000 in place of __rand_int__.
 tag='{pg:s0}'
-cluster_push=(evalsha "$cluster_sha" 7 "$tag:seq" "$tag:epoch" "$tag:aged" "$tag:times" "$tag:id"
-    "$tag:writer" "$tag:h:u:__rand_int__" 0123456789abcdef 'head-' 100 300000 0 7 1 '-tail' 1
-    "$tag:b:u:__rand_int__" u__rand_int__)
+cluster_push=(evalsha "$cluster_sha" 7 "$tag:seq" "$tag:epoch" "$tag:aged" "$tag:times" "$tag:writer"
+    "$tag:id" "$tag:h:u:__rand_int__" 0123456789abcdef 100 300000 1
+    'head-' 0 1 1 '-tail' 1 "$tag:b:u:__rand_int__" u__rand_int__)
+# The same, four pushes in one script: what the group commit sends when
+# four pushes queued for the shard while its previous script ran.
+cluster_push4=(evalsha "$cluster_sha" 13 "$tag:seq" "$tag:epoch" "$tag:aged" "$tag:times" "$tag:writer")
+push_args=()
+for _ in 1 2 3 4; do
+    cluster_push4+=("$tag:id" "$tag:h:u:__rand_int__")
+    push_args+=('head-' 0 1 1 '-tail' 1 "$tag:b:u:__rand_int__" u__rand_int__)
+done
+cluster_push4+=(0123456789abcdef 100 300000 4 "${push_args[@]}")
 redis_push=(evalsha "$redis_sha" 6 "$tag:seq" "$tag:epoch" "$tag:aged" "$tag:times" "$tag:id"
     "$tag:h:u:__rand_int__" 0123456789abcdef 'head-' '-tail' u__rand_int__ 100 300000 0
     "$tag:bus" 6 0)
@@ -131,5 +140,6 @@ for c in "${clients[@]}"; do
     bench "INCR (one key)" "$c" incr "$tag:counter"
     bench "SPUBLISH, no subscriber" "$c" spublish "$tag:b:u:__rand_int__" hello
     bench "cluster bus's publish.lua (SPUBLISH)" "$c" "${cluster_push[@]}"
+    bench "cluster bus's publish.lua, 4 pushes per call" "$c" "${cluster_push4[@]}"
     bench "one Redis's publish.lua (PUBLISH)" "$c" "${redis_push[@]}"
 done

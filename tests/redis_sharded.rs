@@ -616,3 +616,91 @@ async fn writes_a_failover_lost_are_told_and_new_pushes_are_not_taken_for_them()
     }
     assert_eq!(got, accepted, "the new pushes, from history");
 }
+
+/// Scripts run so far on the masters of `cluster` (`EVAL` and `EVALSHA`).
+fn scripts_run(cluster: &LocalCluster) -> u64 {
+    cluster
+        .masters()
+        .iter()
+        .map(|(_, port)| {
+            let stats = cluster.cli_at(*port, &["info", "commandstats"]);
+            stats
+                .lines()
+                .filter(|line| {
+                    line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:")
+                })
+                .filter_map(|line| {
+                    let calls = line.split("calls=").nth(1)?.split(',').next()?;
+                    calls.parse::<u64>().ok()
+                })
+                .sum::<u64>()
+        })
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_pushes_share_their_shards_scripts_and_each_is_delivered_once() {
+    let Some(cluster) = LocalCluster::start("commit") else {
+        return;
+    };
+    let prefix = support::redis::prefix("commit");
+    let a = Gateway::start(cluster.config(&prefix)).await;
+    let mut alice = a.connect("alice").await;
+    let mut bob = a.connect("bob").await;
+    // 120 pushes at once, alternating between two users (who may share a
+    // shard or not), and 40 of them sent twice with the same id.
+    let ids: Vec<usize> = (0..120).chain(0..40).collect();
+    let before = scripts_run(&cluster);
+    let gw = &a;
+    let answers = futures_util::future::join_all(ids.iter().map(|&i| {
+        let user = if i % 2 == 0 { "alice" } else { "bob" };
+        let body = json!({"to": [user], "data": i, "id": format!("push-{i}")});
+        async move { (i, gw.push(&body).await) }
+    }))
+    .await;
+    let scripts = scripts_run(&cluster) - before;
+
+    let mut fresh = std::collections::HashMap::<usize, usize>::new();
+    for (i, resp) in &answers {
+        match resp.status.as_u16() {
+            202 => *fresh.entry(*i).or_default() += 1,
+            200 => assert_eq!(resp.json()["duplicate"], true, "{:?}", resp.body),
+            other => panic!("push {i} answered {other}: {:?}", resp.body),
+        }
+    }
+    assert_eq!(fresh.len(), 120, "every id accepted");
+    assert!(fresh.values().all(|n| *n == 1), "each id accepted once");
+    assert!(
+        scripts < 160,
+        "160 pushes ran {scripts} scripts: none shared one"
+    );
+
+    // Each user gets each of its messages once (in the order the shard
+    // numbered them, which concurrent pushes leave open).
+    for (ws, parity) in [(&mut alice, 0), (&mut bob, 1)] {
+        let mut got = Vec::new();
+        while got.len() < 60 {
+            let frame = next_json(ws, WAIT).await;
+            if frame["type"] == "message" {
+                got.push(frame["data"].as_u64().expect("number") as usize);
+            }
+        }
+        got.sort_unstable();
+        let want: Vec<usize> = (0..120).filter(|i| i % 2 == parity).collect();
+        assert_eq!(got, want);
+    }
+    let resp = a
+        .push(&json!({"to": ["alice", "bob"], "data": "last"}))
+        .await;
+    assert_eq!(resp.status, 202, "{:?}", resp.body);
+    assert_eq!(
+        next_json(&mut alice, WAIT).await["data"],
+        "last",
+        "nothing more"
+    );
+    assert_eq!(
+        next_json(&mut bob, WAIT).await["data"],
+        "last",
+        "nothing more"
+    );
+}

@@ -30,6 +30,7 @@
 //! message once.
 
 mod catch_up;
+mod commit;
 mod interest;
 mod probe;
 pub(crate) mod shards;
@@ -50,6 +51,7 @@ use tokio::task::JoinSet;
 use tracing::{info, warn};
 
 use self::catch_up::{History, Pending, Step};
+use self::commit::{Committer, Recipient, ShardMessage, ShardPush};
 use self::interest::{Interest, LINGER};
 use self::probe::{Due, Probes};
 use self::shards::{Shards, StreamName};
@@ -105,7 +107,6 @@ struct Shared {
     registry: Arc<Registry>,
     counters: Counters,
     history_size: usize,
-    ttl_ms: u64,
     /// Per shard, the last message delivered here (or passed by a
     /// barrier). Locked while a message is handed to the fan-out, so the
     /// fan-out's order is the order positions moved in.
@@ -126,7 +127,8 @@ struct Shared {
     /// Another loss came during it: run it again.
     lost_again: AtomicBool,
     ready: AtomicBool,
-    publish: Script,
+    /// Each shard's publisher (group commit).
+    committer: Committer,
     resume: Script,
     presence: mpsc::UnboundedSender<(UserId, i64)>,
     presence_keys: Arc<Presence<ClusterConnection>>,
@@ -213,6 +215,15 @@ impl ClusterBus {
             registry: Arc::clone(&registry),
             ttl_ms: crate::clamp::millis(config.presence_ttl()),
         });
+        let mut tasks = JoinSet::new();
+        let committer = Committer::start(
+            &conn,
+            &Script::new(include_str!("publish.lua")),
+            &shards,
+            history_size,
+            ttl_ms,
+            &mut tasks,
+        );
         let shared = Arc::new(Shared {
             interest: Interest::new(subscriptions),
             conn,
@@ -221,7 +232,6 @@ impl ClusterBus {
             registry,
             counters,
             history_size,
-            ttl_ms,
             position: Mutex::new(Position::new(positions)),
             fanout,
             barriers: Mutex::new(HashMap::new()),
@@ -234,7 +244,7 @@ impl ClusterBus {
             recovering: AtomicBool::new(false),
             lost_again: AtomicBool::new(false),
             ready: AtomicBool::new(false),
-            publish: Script::new(include_str!("publish.lua")),
+            committer,
             resume: Script::new(include_str!("../redis/resume.lua")),
             presence: presence_tx,
             presence_keys,
@@ -259,7 +269,6 @@ impl ClusterBus {
         let (interest_tx, mut interest_rx) = mpsc::unbounded_channel();
         shared.registry.watch_channels(interest_tx);
         let follower = Arc::clone(&shared);
-        let mut tasks = JoinSet::new();
         tasks.spawn(async move {
             while let Some((channel, _, delta)) = interest_rx.recv().await {
                 let name = follower.shards.bus(StreamName::Channel(channel.as_str()));
@@ -839,14 +848,19 @@ impl Shared {
 
     async fn publish(&self, message: Publish) -> Result<Published, BusError> {
         let (head, broadcast_tail) = message_parts(&message.id, Stream::Broadcast, &message.data);
-        // Per shard: its messages, each a tail and its (stream, target)s.
-        let mut per_shard: HashMap<usize, Vec<ShardMessage<'_>>> = HashMap::new();
+        let recipient = |stream: StreamName<'_>, target: String| Recipient {
+            history: self.shards.history(stream),
+            channel: self.shards.bus(stream),
+            target,
+        };
+        // Per shard: its messages, each a tail and the streams it goes to.
+        let mut per_shard: HashMap<usize, Vec<ShardMessage>> = HashMap::new();
         let (users, channels) = match &message.target {
             PushTarget::Broadcast => {
-                per_shard.entry(0).or_default().push((
-                    broadcast_tail,
-                    vec![(StreamName::Broadcast, "*".to_owned())],
-                ));
+                per_shard.entry(0).or_default().push(ShardMessage {
+                    tail: broadcast_tail,
+                    streams: vec![recipient(StreamName::Broadcast, "*".to_owned())],
+                });
                 (0, 0)
             }
             PushTarget::Users(users) => {
@@ -855,9 +869,14 @@ impl Shared {
                     let stream = StreamName::User(user.as_str());
                     let messages = per_shard.entry(self.shards.of(stream)).or_default();
                     if messages.is_empty() {
-                        messages.push((tail.clone(), Vec::new()));
+                        messages.push(ShardMessage {
+                            tail: tail.clone(),
+                            streams: Vec::new(),
+                        });
                     }
-                    messages[0].1.push((stream, user.as_str().to_owned()));
+                    messages[0]
+                        .streams
+                        .push(recipient(stream, user.as_str().to_owned()));
                 }
                 (users.len(), 0)
             }
@@ -872,51 +891,24 @@ impl Shared {
                     per_shard
                         .entry(self.shards.of(stream))
                         .or_default()
-                        .push((tail, vec![(stream, format!("#{channel}"))]));
+                        .push(ShardMessage {
+                            tail,
+                            streams: vec![recipient(stream, format!("#{channel}"))],
+                        });
                 }
                 (0, names.len())
             }
         };
-        let epoch = format!("{:016x}", rand::random::<u64>());
+        let expires = !matches!(message.target, PushTarget::Broadcast);
         let scripts = per_shard.into_iter().map(|(shard, messages)| {
-            let mut invocation = self.publish.prepare_invoke();
-            invocation
-                .key(self.shards.seq(shard))
-                .key(self.shards.epoch(shard))
-                .key(self.shards.aged(shard))
-                .key(self.shards.times(shard))
-                .key(self.shards.push_id(shard, &message.id))
-                .key(self.shards.writer(shard));
-            for (_, streams) in &messages {
-                for (stream, _) in streams {
-                    invocation.key(self.shards.history(*stream));
-                }
-            }
-            let first_expiring = if matches!(message.target, PushTarget::Broadcast) {
-                8
-            } else {
-                7
+            let push = ShardPush {
+                head: head.clone(),
+                id_key: self.shards.push_id(shard, &message.id),
+                idempotent: message.idempotent,
+                expires,
+                messages,
             };
-            invocation
-                .arg(&epoch)
-                .arg(&head[..])
-                .arg(self.history_size)
-                .arg(self.ttl_ms)
-                .arg(if message.idempotent { "1" } else { "0" })
-                .arg(first_expiring)
-                .arg(messages.len());
-            for (tail, streams) in &messages {
-                invocation.arg(&tail[..]).arg(streams.len());
-                for (stream, target) in streams {
-                    invocation.arg(self.shards.bus(*stream)).arg(target);
-                }
-            }
-            let mut conn = self.conn.clone();
-            async move {
-                let reply: redis::RedisResult<(i64, String)> =
-                    invocation.invoke_async(&mut conn).await;
-                (shard, reply)
-            }
+            async move { (shard, self.committer.commit(shard, push).await) }
         });
         let replies = join_all(scripts).await;
         let mut cursor = self.position.lock().clone();
@@ -924,13 +916,13 @@ impl Shared {
         for (shard, reply) in replies {
             let (new, at) = reply.map_err(|err| {
                 metrics::counter!(crate::metrics::names::BUS_ERRORS_TOTAL).increment(1);
-                BusError::Unavailable(err.to_string())
+                BusError::Unavailable(err)
             })?;
             let at = at
                 .parse::<Cursor>()
                 .map_err(|_| BusError::Unavailable("redis returned a malformed cursor".into()))?;
             cursor.advance(shard, at);
-            fresh |= new == 1;
+            fresh |= new;
         }
         if fresh {
             match &message.target {
@@ -1172,8 +1164,6 @@ impl Shared {
 
 /// One message of a push in one shard: its frame tail, and the streams it
 /// goes to with the target each stream's subscribers see.
-type ShardMessage<'a> = (Bytes, Vec<(StreamName<'a>, String)>);
-
 /// What the history reads found: per shard read, its position and
 /// messages.
 #[derive(Debug)]

@@ -1,28 +1,29 @@
--- Numbers the messages of a push that fall in one shard of the sequence,
--- records them in their streams' history and SPUBLISHes each to its
--- stream's sharded channel: one atomic step on one hash slot (every key and
--- channel here carries the shard's hash tag), so no node sees a message
--- live that history lacks, or the reverse.
+-- Numbers the messages of a batch of pushes that fall in one shard of the
+-- sequence, records them in their streams' history and SPUBLISHes each to
+-- its stream's sharded channel: one atomic step on one hash slot (every
+-- key and channel here carries the shard's hash tag), so no node sees a
+-- message live that history lacks, or the reverse. The batch is what
+-- queued for the shard while its previous script ran (`commit.rs`): the
+-- work around the messages (the failover guard, the clock, the age
+-- watermark) is done once for all of them.
 --
 -- KEYS[1] sequence   KEYS[2] epoch   KEYS[3] age watermark   KEYS[4] publish times (zset)
--- KEYS[5] idempotency key (unused when ARGV[5] ~= '1')
--- KEYS[6] the shard's writer (hash: replid, lost)   KEYS[7..] history streams
--- ARGV[1] epoch to create if none   ARGV[2] frame head   ARGV[3] history size
--- ARGV[4] ttl ms   ARGV[5] '1' if the push id is an idempotency key
--- ARGV[6] index in KEYS of the first stream that expires with the ttl
--- ARGV[7] number of messages; then per message: its frame tail, its number
---   of streams N, and N pairs (sharded channel, target): one stream in
---   KEYS per pair, in order. A personal push is one message to each
---   user's stream; a push to channels is one message per channel.
+-- KEYS[5] the shard's writer (hash: replid, lost)
+-- then per push: its idempotency key (unused unless the push is idempotent),
+--   then one history stream per (channel, target) pair of its messages, in order.
+-- ARGV[1] epoch to create if none   ARGV[2] history size   ARGV[3] ttl ms
+-- ARGV[4] number of pushes; then per push: its frame head, '1' if its id is
+--   an idempotency key, '1' if its streams expire with the ttl (all but the
+--   broadcast stream), its number of messages; then per message: its frame
+--   tail, its number of streams N, and N pairs (sharded channel, target).
+--   A personal push is one message to each user's stream; a push to
+--   channels is one message per channel.
 -- Payload published: '<seq>\n<epoch>-<seq>\n<target>\n<frame>'.
--- Returns {1, cursor of the last message} for a new push, {0, what the first
--- returned} for a duplicate.
+-- Returns, per push in order, {1, cursor of its last message} for a new
+-- push, {0, what the first returned} for a duplicate.
 
-local ttl = tonumber(ARGV[4])
-if ARGV[5] == '1' then
-  local first = redis.call('GET', KEYS[5])
-  if first then return {0, first} end
-end
+local size = tonumber(ARGV[2])
+local ttl = tonumber(ARGV[3])
 
 local epoch = redis.call('GET', KEYS[2])
 if not epoch then
@@ -43,13 +44,13 @@ end
 local LOST_GAP = 4294967296
 local info = redis.call('INFO', 'replication')
 local replid = string.match(info, 'master_replid:(%x+)')
-local writer = redis.call('HGET', KEYS[6], 'replid')
+local writer = redis.call('HGET', KEYS[5], 'replid')
 if replid and writer ~= replid then
   if writer and writer == string.match(info, 'master_replid2:(%x+)') then
     local from = redis.call('INCRBY', KEYS[1], LOST_GAP)
-    redis.call('HSET', KEYS[6], 'replid', replid, 'lost', string.format('%d', from))
+    redis.call('HSET', KEYS[5], 'replid', replid, 'lost', string.format('%d', from))
   else
-    redis.call('HSET', KEYS[6], 'replid', replid)
+    redis.call('HSET', KEYS[5], 'replid', replid)
   end
 end
 
@@ -74,11 +75,8 @@ local function drop(stream, entries)
   end
 end
 
-local size = tonumber(ARGV[3])
-local first_expiring = tonumber(ARGV[6])
-local function record(k, seq, frame)
+local function record(stream, seq, frame, expires)
   if size == 0 then return end
-  local stream = KEYS[k]
   redis.call('XADD', stream, seq .. '-0', 'f', frame)
   local len = redis.call('XLEN', stream)
   if len > size then
@@ -87,29 +85,56 @@ local function record(k, seq, frame)
   if aged > 0 then
     drop(stream, redis.call('XRANGE', stream, '-', string.format('%d', aged) .. '-0'))
   end
-  if k >= first_expiring then redis.call('PEXPIRE', stream, ttl) end
+  if expires then redis.call('PEXPIRE', stream, ttl) end
 end
 
-local seq, cursor
-local k = 7
-local a = 8
-for _ = 1, tonumber(ARGV[7]) do
-  -- Formatted with '%d': tostring() would print 1e14 and up as '1e+14'.
-  seq = string.format('%d', redis.call('INCR', KEYS[1]))
-  cursor = epoch .. '-' .. seq
-  local frame = ARGV[2] .. cursor .. ARGV[a]
-  local streams = tonumber(ARGV[a + 1])
-  a = a + 2
-  for _ = 1, streams do
-    record(k, seq, frame)
-    redis.call('SPUBLISH', ARGV[a], seq .. '\n' .. cursor .. '\n' .. ARGV[a + 1] .. '\n' .. frame)
-    k = k + 1
-    a = a + 2
+-- Skips a duplicate push's arguments and history keys.
+local function skip(a, k, messages)
+  for _ = 1, messages do
+    local streams = tonumber(ARGV[a + 1])
+    a = a + 2 + 2 * streams
+    k = k + streams
+  end
+  return a, k
+end
+
+local answers = {}
+local seq
+local k = 6
+local a = 5
+for p = 1, tonumber(ARGV[4]) do
+  local head, idempotent, expires = ARGV[a], ARGV[a + 1] == '1', ARGV[a + 2] == '1'
+  local messages = tonumber(ARGV[a + 3])
+  local id_key = KEYS[k]
+  a = a + 4
+  k = k + 1
+  local first = idempotent and redis.call('GET', id_key)
+  if first then
+    answers[p] = {0, first}
+    a, k = skip(a, k, messages)
+  else
+    local cursor
+    for _ = 1, messages do
+      -- Formatted with '%d': tostring() would print 1e14 and up as '1e+14'.
+      seq = string.format('%d', redis.call('INCR', KEYS[1]))
+      cursor = epoch .. '-' .. seq
+      local frame = head .. cursor .. ARGV[a]
+      local streams = tonumber(ARGV[a + 1])
+      a = a + 2
+      for _ = 1, streams do
+        record(KEYS[k], seq, frame, expires)
+        redis.call('SPUBLISH', ARGV[a], seq .. '\n' .. cursor .. '\n' .. ARGV[a + 1] .. '\n' .. frame)
+        k = k + 1
+        a = a + 2
+      end
+    end
+    if idempotent then
+      redis.call('SET', id_key, cursor, 'PX', ttl)
+    end
+    answers[p] = {1, cursor}
   end
 end
-redis.call('ZADD', KEYS[4], now_ms, seq)
-
-if ARGV[5] == '1' then
-  redis.call('SET', KEYS[5], cursor, 'PX', ttl)
+if seq then
+  redis.call('ZADD', KEYS[4], now_ms, seq)
 end
-return {1, cursor}
+return answers
