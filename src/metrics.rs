@@ -50,6 +50,9 @@ pub(crate) mod names {
     /// Counter: messages this node took from the broker (on a Redis
     /// Cluster, only those of streams someone here is in).
     pub(crate) const BUS_MESSAGES_RECEIVED_TOTAL: &str = "pushgate_bus_messages_received_total";
+    /// Histogram: pushes per publish script on a Redis Cluster (the
+    /// pushes that queued for a shard while its previous script ran).
+    pub(crate) const BUS_PUBLISH_BATCH_PUSHES: &str = "pushgate_bus_publish_batch_pushes";
     /// Gauge: streams this node is subscribed to on a Redis Cluster.
     pub(crate) const BUS_SUBSCRIPTIONS: &str = "pushgate_bus_subscriptions";
     /// Counter, by `code`: API requests refused, by their stable error code.
@@ -177,6 +180,10 @@ const FANOUT_BUCKETS: &[f64] = &[
     1.0, 2.5,
 ];
 
+/// Pushes per publish script: one (nothing queued) up to the most a
+/// script takes (`bus::cluster::commit`).
+const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
+
 /// Connect proxy latency buckets, seconds: a site answering from a
 /// session cache in a millisecond up to the largest timeout allowed.
 const AUTH_PROXY_BUCKETS: &[f64] = &[
@@ -207,7 +214,12 @@ pub(crate) fn recorder() -> &'static PrometheusHandle {
                 metrics_exporter_prometheus::Matcher::Prefix(names::FANOUT_PREFIX.into()),
                 FANOUT_BUCKETS,
             )
-            .expect("fan-out buckets are non-empty");
+            .expect("fan-out buckets are non-empty")
+            .set_buckets_for_metric(
+                metrics_exporter_prometheus::Matcher::Full(names::BUS_PUBLISH_BATCH_PUSHES.into()),
+                BATCH_BUCKETS,
+            )
+            .expect("batch buckets are non-empty");
         let recorder = builder.build_recorder();
         let handle = recorder.handle();
         // Another recorder may be installed already (an embedding
@@ -287,6 +299,10 @@ fn describe() {
     describe_counter!(
         BUS_MESSAGES_RECEIVED_TOTAL,
         "Messages this node took from the broker."
+    );
+    describe_histogram!(
+        BUS_PUBLISH_BATCH_PUSHES,
+        "Pushes per publish script on a Redis Cluster."
     );
     describe_gauge!(
         BUS_SUBSCRIPTIONS,

@@ -674,6 +674,24 @@ async fn concurrent_pushes_share_their_shards_scripts_and_each_is_delivered_once
         scripts < 160,
         "160 pushes ran {scripts} scripts: none shared one"
     );
+    // The node says so too: some script carried more than one push (other
+    // tests of this binary add their own batches, which never make the
+    // count exceed the sum).
+    let metrics = a.metrics().await;
+    let value = |name: &str| -> f64 {
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(name)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in /metrics"))
+    };
+    let (batches, pushed) = (
+        value("pushgate_bus_publish_batch_pushes_count "),
+        value("pushgate_bus_publish_batch_pushes_sum "),
+    );
+    assert!(
+        pushed >= 160.0 && batches < pushed,
+        "{batches} batches for {pushed} pushes"
+    );
 
     // Each user gets each of its messages once (in the order the shard
     // numbered them, which concurrent pushes leave open).

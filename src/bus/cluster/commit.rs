@@ -19,9 +19,12 @@ use tokio::task::JoinSet;
 
 use super::shards::Shards;
 
-/// The most pushes in one script: a bound on how long one script holds
-/// its master.
+/// The most pushes in one script, and the most streams they may write
+/// together (a push to many users writes many): bounds on how long one
+/// script holds its master. A push over the stream bound on its own
+/// still goes, alone.
 const MAX_BATCH: usize = 64;
+const MAX_BATCH_STREAMS: usize = 1024;
 
 /// One push's part in one shard: what the publish script takes for it.
 #[derive(Debug, Clone)]
@@ -37,6 +40,13 @@ pub(super) struct ShardPush {
     pub expires: bool,
     /// Its messages in this shard, in order (at least one).
     pub messages: Vec<ShardMessage>,
+}
+
+impl ShardPush {
+    /// The streams the push writes in the shard.
+    fn streams(&self) -> usize {
+        self.messages.iter().map(|m| m.streams.len()).sum()
+    }
 }
 
 /// One message of a push: its frame tail (after the cursor), and the
@@ -75,7 +85,7 @@ struct ShardKeys {
 }
 
 /// Where a publish queues for its shard.
-type Queue = mpsc::UnboundedSender<(ShardPush, oneshot::Sender<Committed>)>;
+type Queue = mpsc::UnboundedSender<Queued>;
 
 /// The per-shard queues, each drained by its own task.
 #[derive(Debug)]
@@ -138,18 +148,42 @@ struct Settings {
     ttl_ms: u64,
 }
 
-/// One shard's publisher: takes what has queued (up to [`MAX_BATCH`]),
-/// runs it as one script, answers each push, and goes on.
+/// A push waiting for its shard's script, and who waits for its answer.
+type Queued = (ShardPush, oneshot::Sender<Committed>);
+
+/// One shard's publisher: takes what has queued (within [`MAX_BATCH`]
+/// and [`MAX_BATCH_STREAMS`]), runs it as one script, answers each push,
+/// and goes on.
 async fn drain(
     mut conn: ClusterConnection,
     script: Script,
     keys: ShardKeys,
     settings: Settings,
-    mut queue: mpsc::UnboundedReceiver<(ShardPush, oneshot::Sender<Committed>)>,
+    mut queue: mpsc::UnboundedReceiver<Queued>,
 ) {
-    let mut batch = Vec::with_capacity(MAX_BATCH);
-    while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        let (pushes, waiters): (Vec<ShardPush>, Vec<_>) = batch.drain(..).unzip();
+    // A push that did not fit the last batch: the first of the next.
+    let mut carried: Option<Queued> = None;
+    loop {
+        let first = match carried.take() {
+            Some(first) => first,
+            None => match queue.recv().await {
+                Some(first) => first,
+                None => return,
+            },
+        };
+        let mut streams = first.0.streams();
+        let mut batch = vec![first];
+        while let Ok(next) = queue.try_recv() {
+            if !fits(batch.len(), streams, &next.0) {
+                carried = Some(next);
+                break;
+            }
+            streams += next.0.streams();
+            batch.push(next);
+        }
+        let (pushes, waiters): (Vec<ShardPush>, Vec<_>) = batch.into_iter().unzip();
+        metrics::histogram!(crate::metrics::names::BUS_PUBLISH_BATCH_PUSHES)
+            .record(pushes.len() as f64);
         let epoch = format!("{:016x}", rand::random::<u64>());
         let invocation = invocation(&script, &keys, settings, &epoch, &pushes);
         let reply: redis::RedisResult<Vec<(i64, String)>> =
@@ -159,6 +193,12 @@ async fn drain(
             let _ = waiter.send(answer);
         }
     }
+}
+
+/// Whether `next` joins a batch of `pushes` pushes writing `streams`
+/// streams: a batch takes at least one push, and more within the bounds.
+fn fits(pushes: usize, streams: usize, next: &ShardPush) -> bool {
+    pushes == 0 || (pushes < MAX_BATCH && streams + next.streams() <= MAX_BATCH_STREAMS)
 }
 
 /// A publish script argument: bytes of a push, or a number.
@@ -352,6 +392,22 @@ mod tests {
                 "u3",
             ]
         );
+    }
+
+    #[test]
+    fn a_batch_is_bounded_by_pushes_and_by_streams_but_takes_one_push_whatever_its_size() {
+        let one = push("a", false, &["u1"]);
+        assert!(fits(0, 0, &one));
+        assert!(fits(MAX_BATCH - 1, 0, &one));
+        assert!(!fits(MAX_BATCH, 0, &one));
+        assert!(fits(1, MAX_BATCH_STREAMS - 1, &one));
+        assert!(!fits(1, MAX_BATCH_STREAMS, &one));
+        let users: Vec<String> = (0..=MAX_BATCH_STREAMS).map(|i| format!("u{i}")).collect();
+        let users: Vec<&str> = users.iter().map(String::as_str).collect();
+        let huge = push("b", false, &users);
+        assert_eq!(huge.streams(), MAX_BATCH_STREAMS + 1);
+        assert!(fits(0, 0, &huge), "alone, it still goes");
+        assert!(!fits(1, 1, &huge));
     }
 
     #[test]
