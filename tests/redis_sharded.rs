@@ -617,27 +617,6 @@ async fn writes_a_failover_lost_are_told_and_new_pushes_are_not_taken_for_them()
     assert_eq!(got, accepted, "the new pushes, from history");
 }
 
-/// Scripts run so far on the masters of `cluster` (`EVAL` and `EVALSHA`).
-fn scripts_run(cluster: &LocalCluster) -> u64 {
-    cluster
-        .masters()
-        .iter()
-        .map(|(_, port)| {
-            let stats = cluster.cli_at(*port, &["info", "commandstats"]);
-            stats
-                .lines()
-                .filter(|line| {
-                    line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:")
-                })
-                .filter_map(|line| {
-                    let calls = line.split("calls=").nth(1)?.split(',').next()?;
-                    calls.parse::<u64>().ok()
-                })
-                .sum::<u64>()
-        })
-        .sum()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_pushes_share_their_shards_scripts_and_each_is_delivered_once() {
     let Some(cluster) = LocalCluster::start("commit") else {
@@ -650,7 +629,7 @@ async fn concurrent_pushes_share_their_shards_scripts_and_each_is_delivered_once
     // 120 pushes at once, alternating between two users (who may share a
     // shard or not), and 40 of them sent twice with the same id.
     let ids: Vec<usize> = (0..120).chain(0..40).collect();
-    let before = scripts_run(&cluster);
+    let before = cluster.calls(&["evalsha", "eval"]);
     let gw = &a;
     let answers = futures_util::future::join_all(ids.iter().map(|&i| {
         let user = if i % 2 == 0 { "alice" } else { "bob" };
@@ -658,7 +637,7 @@ async fn concurrent_pushes_share_their_shards_scripts_and_each_is_delivered_once
         async move { (i, gw.push(&body).await) }
     }))
     .await;
-    let scripts = scripts_run(&cluster) - before;
+    let scripts = cluster.calls(&["evalsha", "eval"]) - before;
 
     let mut fresh = std::collections::HashMap::<usize, usize>::new();
     for (i, resp) in &answers {

@@ -77,23 +77,6 @@ async fn push(addr: SocketAddr, body: serde_json::Value) {
     assert_eq!(raw_status(&answer), 202, "{answer}");
 }
 
-/// `SPUBLISH` calls so far, summed over the masters.
-fn spublish_calls(cluster: &LocalCluster) -> u64 {
-    cluster
-        .masters()
-        .iter()
-        .map(|(_, port)| {
-            cluster
-                .cli_at(*port, &["info", "commandstats"])
-                .lines()
-                .find_map(|l| l.strip_prefix("cmdstat_spublish:calls="))
-                .and_then(|rest| rest.split(',').next())
-                .and_then(|n| n.trim().parse::<u64>().ok())
-                .unwrap_or(0)
-        })
-        .sum()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_node_takes_only_its_users_messages_and_a_broadcast_is_one_spublish() {
     let Some(cluster) = LocalCluster::start("processes") else {
@@ -117,9 +100,9 @@ async fn each_node_takes_only_its_users_messages_and_a_broadcast_is_one_spublish
     received_becomes(&nodes, [1, 0, 0]).await;
 
     // A broadcast: one SPUBLISH, taken by every node once.
-    let before = spublish_calls(&cluster);
+    let before = cluster.calls(&["spublish"]);
     push(c.addr, json!({"to": "*", "data": "all"})).await;
     assert_eq!(next_json(&mut alice, WAIT).await["data"], "all");
-    assert_eq!(spublish_calls(&cluster) - before, 1, "one SPUBLISH");
+    assert_eq!(cluster.calls(&["spublish"]) - before, 1, "one SPUBLISH");
     received_becomes(&nodes, [2, 1, 1]).await;
 }

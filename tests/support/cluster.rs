@@ -179,6 +179,25 @@ impl LocalCluster {
             .collect()
     }
 
+    /// Calls so far of each of `commands` (`INFO commandstats` names:
+    /// `spublish`, `evalsha`), summed over them and over the masters.
+    pub(crate) fn calls(&self, commands: &[&str]) -> u64 {
+        self.masters()
+            .iter()
+            .map(|(_, port)| {
+                let stats = self.cli_at(*port, &["info", "commandstats"]);
+                stats
+                    .lines()
+                    .filter_map(|line| {
+                        let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(":calls=")?;
+                        commands.contains(&name).then_some(())?;
+                        rest.split(',').next()?.trim().parse::<u64>().ok()
+                    })
+                    .sum::<u64>()
+            })
+            .sum()
+    }
+
     /// `CLUSTER KEYSLOT key`.
     pub(crate) fn keyslot(&self, key: &str) -> u16 {
         self.cli(&["cluster", "keyslot", key])
