@@ -29,6 +29,7 @@
 //! again and each paused shard is caught up from history, in order, each
 //! message once.
 
+mod batch;
 mod catch_up;
 mod commit;
 mod interest;
@@ -50,8 +51,9 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 use tracing::{info, warn};
 
+use self::batch::{Recipient, ShardMessage, ShardPush};
 use self::catch_up::{History, Pending, Step};
-use self::commit::{Committer, Recipient, ShardMessage, ShardPush};
+use self::commit::Committer;
 use self::interest::{Interest, LINGER};
 use self::probe::{Due, Probes};
 use self::shards::{Shards, StreamName};
