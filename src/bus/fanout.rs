@@ -14,6 +14,12 @@
 //! order, and a broadcast's sends are spread over the cores. A connection
 //! that resumed from history past a message skips it by its floor
 //! (`Outbound::discard_through`), so nothing is delivered twice.
+//!
+//! A small job (messages to a few users, say one personal push) finding
+//! every lane idle is delivered at once by whoever hands it over: waking
+//! the lanes would cost more than its few sends (each lane thread woken,
+//! on every node that holds one of the users). Nothing is overtaken: the
+//! lanes hold nothing then, and no job can be handed over meanwhile.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
@@ -58,9 +64,68 @@ struct Timing {
 
 /// Hands messages to the fan-out threads. Dropping it lets the threads
 /// finish what they hold and exit.
-#[derive(Debug)]
 pub(crate) struct Fanout {
     lanes: Vec<mpsc::Sender<Arc<Job>>>,
+    /// Held while a job is handed over or delivered at once, so a job
+    /// delivered at once runs beside no other delivery of the fan-out.
+    handing: Mutex<()>,
+    /// Jobs handed to the lanes that a lane has not finished (its `then`
+    /// included).
+    busy: Arc<AtomicUsize>,
+    registry: Arc<Registry>,
+    timing: Timing,
+}
+
+impl std::fmt::Debug for Fanout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fanout")
+            .field("lanes", &self.lanes.len())
+            .field("busy", &self.busy.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+/// The most users a job may go to and still be delivered at once by
+/// whoever hands it over, when every lane is idle (see the module's
+/// doc): a few sends, some 10 µs each, are cheaper there than waking
+/// every lane for them, and hold the caller (a bus's receiver, a push)
+/// for at most about 0.2 ms.
+const AT_ONCE_MAX_USERS: usize = 16;
+
+/// Whether `messages` are few enough to deliver at once: personal
+/// messages to at most [`AT_ONCE_MAX_USERS`] users in all (a broadcast
+/// or a channel may reach any number of connections).
+fn small(messages: &[(Frame, PushTarget)]) -> bool {
+    let mut users = 0;
+    for (_, target) in messages {
+        match target {
+            PushTarget::Users(list) => users += list.len(),
+            PushTarget::Broadcast | PushTarget::Channels(_) => return false,
+        }
+        if users > AT_ONCE_MAX_USERS {
+            return false;
+        }
+    }
+    !messages.is_empty()
+}
+
+/// Delivers `messages` to `lane`'s connections, in order.
+fn deliver_to(registry: &Registry, messages: &[(Frame, PushTarget)], lane: Lane) {
+    for (frame, target) in messages {
+        match target {
+            PushTarget::Broadcast => {
+                registry.broadcast(frame, lane);
+            }
+            PushTarget::Users(users) => {
+                registry.send_to(users, frame, lane);
+            }
+            PushTarget::Channels(channels) => {
+                for channel in channels {
+                    registry.send_to_channel(channel, frame, lane);
+                }
+            }
+        };
+    }
 }
 
 impl Fanout {
@@ -87,10 +152,12 @@ impl Fanout {
             wait: metrics::histogram!(names::FANOUT_WAIT_SECONDS),
             duration: metrics::histogram!(names::FANOUT_DURATION_SECONDS),
         };
+        let busy = Arc::new(AtomicUsize::new(0));
         for index in 0..count {
             let (jobs, queue) = mpsc::channel::<Arc<Job>>();
             let registry = Arc::clone(&registry);
             let timing = timing.clone();
+            let busy = Arc::clone(&busy);
             let lane = Lane { index, count };
             std::thread::Builder::new()
                 .name(format!("pushgate-fanout-{index}"))
@@ -105,21 +172,7 @@ impl Fanout {
                         if messages && !job.started.swap(true, Ordering::Relaxed) {
                             timing.wait.record(job.handed.elapsed());
                         }
-                        for (frame, target) in &job.messages {
-                            match target {
-                                PushTarget::Broadcast => {
-                                    registry.broadcast(frame, lane);
-                                }
-                                PushTarget::Users(users) => {
-                                    registry.send_to(users, frame, lane);
-                                }
-                                PushTarget::Channels(channels) => {
-                                    for channel in channels {
-                                        registry.send_to_channel(channel, frame, lane);
-                                    }
-                                }
-                            };
-                        }
+                        deliver_to(&registry, &job.messages, lane);
                         if job.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
                             // Every lane is done: the copies made for
                             // connections in channels are not needed again.
@@ -132,16 +185,28 @@ impl Fanout {
                             if let Some(then) = job.then.lock().take() {
                                 then();
                             }
+                            // Only now may a job be delivered at once: it
+                            // goes after this one's deliveries and `then`.
+                            busy.fetch_sub(1, Ordering::Release);
                         }
                     }
                 })?;
             senders.push(jobs);
         }
-        Ok(Self { lanes: senders })
+        Ok(Self {
+            lanes: senders,
+            handing: Mutex::new(()),
+            busy,
+            registry,
+            timing,
+        })
     }
 
     /// Queues `frame` for `target`, after every message handed over
-    /// before it; `then` runs once every lane has delivered it.
+    /// before it; `then` runs once every lane has delivered it. A small
+    /// message finding the lanes idle is delivered before this returns,
+    /// and `then` runs on the caller's thread: it must not take a lock the
+    /// caller holds.
     pub(crate) fn deliver(&self, frame: Frame, target: PushTarget, then: Option<Then>) {
         self.send(vec![(frame, target)], then);
     }
@@ -160,6 +225,23 @@ impl Fanout {
     }
 
     fn send(&self, messages: Vec<(Frame, PushTarget)>, then: Option<Then>) {
+        let handing = self.handing.lock();
+        if small(&messages) && self.busy.load(Ordering::Acquire) == 0 {
+            // Every lane is idle and none can be handed a job before this
+            // one is delivered: delivered here, it overtakes nothing.
+            let handed = Instant::now();
+            deliver_to(&self.registry, &messages, Lane::ALL);
+            drop(handing);
+            for (frame, _) in &messages {
+                frame.forget_copies();
+            }
+            self.timing.wait.record(0.0);
+            self.timing.duration.record(handed.elapsed());
+            if let Some(then) = then {
+                then();
+            }
+            return;
+        }
         let job = Arc::new(Job {
             messages,
             then: Mutex::new(then),
@@ -167,6 +249,7 @@ impl Fanout {
             handed: Instant::now(),
             started: AtomicBool::new(false),
         });
+        self.busy.fetch_add(1, Ordering::Relaxed);
         for lane in &self.lanes {
             if lane.send(Arc::clone(&job)).is_err() {
                 // Only if a thread died, which it does not by design: say
@@ -384,6 +467,82 @@ mod tests {
                 assert_eq!(owned as u64, 60 / count, "lane {index} of {count}");
             }
         }
+    }
+
+    #[test]
+    fn only_messages_to_a_few_users_are_small() {
+        let users = |n: usize| PushTarget::Users((0..n).map(|i| user(&format!("u{i}"))).collect());
+        let one = |target| vec![(frame(1), target)];
+        assert!(small(&one(users(1))));
+        assert!(small(&one(users(AT_ONCE_MAX_USERS))));
+        assert!(!small(&one(users(AT_ONCE_MAX_USERS + 1))));
+        assert!(!small(&one(PushTarget::Broadcast)));
+        assert!(!small(&one(PushTarget::Channels(Vec::new()))));
+        assert!(!small(&[]), "nothing to deliver is left to the lanes");
+        let half = AT_ONCE_MAX_USERS / 2;
+        let two = |a, b| vec![(frame(1), users(a)), (frame(2), users(b))];
+        assert!(small(&two(half, AT_ONCE_MAX_USERS - half)));
+        assert!(!small(&two(half, AT_ONCE_MAX_USERS - half + 1)));
+        let mixed = vec![(frame(1), users(1)), (frame(2), PushTarget::Broadcast)];
+        assert!(!small(&mixed));
+    }
+
+    #[test]
+    fn a_small_message_finding_the_lanes_idle_is_delivered_before_deliver_returns() {
+        let registry = registry();
+        let alice = attach(&registry, "alice");
+        let fanout = Fanout::with_lanes(Arc::clone(&registry), 2, 0).expect("threads");
+        let (done, ran_on) = mpsc::channel();
+        fanout.deliver(
+            frame(1),
+            PushTarget::Users(vec![user("alice")]),
+            Some(Box::new(move || {
+                done.send(std::thread::current().id()).expect("test alive");
+            })),
+        );
+        // No wait: it is on alice's queue already, and its `then` ran here.
+        assert_eq!(seqs(&alice), [1]);
+        assert_eq!(
+            ran_on.try_recv().expect("then ran"),
+            std::thread::current().id()
+        );
+    }
+
+    #[test]
+    fn a_small_message_waits_behind_what_the_lanes_hold() {
+        let registry = registry();
+        let alice = attach(&registry, "alice");
+        let fanout = Fanout::with_lanes(Arc::clone(&registry), 1, 0).expect("threads");
+        // The lane is held in a `then` until the gate opens.
+        let (open, gate) = mpsc::channel::<()>();
+        fanout.after(Box::new(move || {
+            let _ = gate.recv_timeout(WAIT);
+        }));
+        fanout.deliver(frame(1), PushTarget::Broadcast, None);
+        let (done, finished) = mpsc::channel();
+        let signal = done.clone();
+        fanout.deliver(
+            frame(2),
+            PushTarget::Users(vec![user("alice")]),
+            Some(Box::new(move || signal.send(2).expect("test alive"))),
+        );
+        assert_eq!(seqs(&alice), Vec::<u64>::new(), "nothing overtook the lane");
+        open.send(()).expect("lane waiting");
+        assert_eq!(finished.recv_timeout(WAIT).expect("delivered"), 2);
+        // The lane is idle again (the last job's `then` has run, and it
+        // lets go of the job right after): the next small one goes at once.
+        let deadline = std::time::Instant::now() + WAIT;
+        while fanout.busy.load(Ordering::Acquire) > 0 {
+            assert!(std::time::Instant::now() < deadline, "the lane stayed busy");
+            std::thread::yield_now();
+        }
+        fanout.deliver(
+            frame(3),
+            PushTarget::Users(vec![user("alice")]),
+            Some(Box::new(move || done.send(3).expect("test alive"))),
+        );
+        assert_eq!(finished.try_recv().expect("delivered at once"), 3);
+        assert_eq!(seqs(&alice), [1, 2, 3]);
     }
 
     #[test]

@@ -114,6 +114,10 @@ pub(crate) struct Lane {
 }
 
 impl Lane {
+    /// Every connection: one lane of one (a job delivered at once by whoever
+    /// hands it over, see `bus::fanout`).
+    pub(crate) const ALL: Lane = Lane { index: 0, count: 1 };
+
     /// Whether connection `id` is in this lane.
     pub(crate) fn owns(self, id: ConnId) -> bool {
         self.owns_shard(shard_of(id))
