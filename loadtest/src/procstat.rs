@@ -1,5 +1,6 @@
 //! The server's own numbers from `/proc/<pid>`: resident memory
-//! (`smaps_rollup`: Rss and Pss) and CPU time (`stat`: utime + stime).
+//! (`smaps_rollup`: Rss and Pss), CPU time (`stat`: utime + stime) and
+//! context switches (each thread's `status`).
 //!
 //! A server may be several processes (nginx: a master and its workers),
 //! so [`sample_tree`] sums a process and its children.
@@ -20,6 +21,10 @@ pub(crate) struct Sample {
     pub cpu_us: u64,
     /// Threads.
     pub threads: u64,
+    /// Context switches of its threads so far, voluntary (it waited: a
+    /// wake-up to come) and not (the scheduler took the core), summed over
+    /// the threads alive now.
+    pub switches: u64,
     /// Processes summed (1 for a single process).
     pub processes: u64,
     /// When it was read.
@@ -40,9 +45,36 @@ pub(crate) fn sample(pid: u32) -> anyhow::Result<Sample> {
         pss_kib: rollup_field(&rollup, "Pss:").unwrap_or(0),
         cpu_us: cpu_ticks * 1_000_000 / clock_ticks_per_sec(),
         threads,
+        switches: switches(pid),
         processes: 1,
         at,
     })
+}
+
+/// Context switches of `pid`'s threads so far (`/proc/<pid>/task/*/status`,
+/// voluntary plus nonvoluntary); a thread that ends meanwhile is skipped.
+fn switches(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|task| std::fs::read_to_string(task.path().join("status")).ok())
+        .map(|status| status_switches(&status))
+        .sum()
+}
+
+/// The sum of a thread `status` text's `voluntary_ctxt_switches` and
+/// `nonvoluntary_ctxt_switches`.
+fn status_switches(status: &str) -> u64 {
+    status
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("voluntary_ctxt_switches:")
+                .or_else(|| l.strip_prefix("nonvoluntary_ctxt_switches:"))
+        })
+        .filter_map(|n| n.trim().parse::<u64>().ok())
+        .sum()
 }
 
 /// Reads process `pid` and its child processes (nginx's workers are the
@@ -58,6 +90,7 @@ pub(crate) fn sample_tree(pid: u32) -> anyhow::Result<Sample> {
             total.pss_kib += s.pss_kib;
             total.cpu_us += s.cpu_us;
             total.threads += s.threads;
+            total.switches += s.switches;
             total.processes += 1;
         }
     }
@@ -75,6 +108,7 @@ pub(crate) fn sample_pids(pids: &[u32]) -> anyhow::Result<Sample> {
         total.pss_kib += s.pss_kib;
         total.cpu_us += s.cpu_us;
         total.threads += s.threads;
+        total.switches += s.switches;
         total.processes += s.processes;
     }
     Ok(total)
@@ -179,6 +213,13 @@ mod tests {
             Some(1503)
         );
         assert_eq!(netstat_field(text, "TcpExt:", "Nope"), None);
+    }
+
+    #[test]
+    fn switches_are_voluntary_plus_nonvoluntary() {
+        let status = "Name:\tpushgate\nThreads:\t4\nvoluntary_ctxt_switches:\t120\nnonvoluntary_ctxt_switches:\t7\n";
+        assert_eq!(status_switches(status), 127);
+        assert_eq!(status_switches("Name:\tx\n"), 0);
     }
 
     #[test]

@@ -372,6 +372,8 @@ struct Pushed {
     records: Vec<Record>,
     outcomes: Vec<(Kind, Outcome)>,
     cpu_us: Option<u64>,
+    /// Context switches of the server's threads over the same window.
+    switches: Option<u64>,
     /// Server CPU per `--pid` (a node of a cluster), µs.
     cpu_us_per_pid: Vec<Option<u64>>,
     /// CPU per `--broker-pid` over the same window, µs.
@@ -543,6 +545,20 @@ async fn execute(d: Delivery<'_>) -> anyhow::Result<Finished> {
             "µs",
         );
     }
+    if let Some(switches) = pushed.switches {
+        report.metric(
+            "server_context_switches",
+            "server context switches while pushing",
+            switches,
+            "",
+        );
+        report.metric(
+            "context_switches_per_delivery",
+            "server context switches per delivery",
+            hist::round2(switches as f64 / delivered.max(1) as f64),
+            "",
+        );
+    }
     report.metric(
         "client_cpu_per_delivery_us",
         "load client CPU per delivery (its workers)",
@@ -649,6 +665,9 @@ async fn push_and_collect(d: &Delivery<'_>, fleet: &mut Fleet) -> anyhow::Result
         records,
         outcomes,
         cpu_us: cpu_between(before, after),
+        switches: before
+            .zip(after)
+            .map(|(b, a)| a.switches.saturating_sub(b.switches)),
         cpu_us_per_pid,
         broker_cpu_us_per_pid,
         push_secs,
