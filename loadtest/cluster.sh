@@ -53,6 +53,9 @@
 #   STREAMS_N=3000 STREAMS_ROUNDS=10
 #   STREAMS_PUSH_CONNS=4         pushes in flight at once in streams-1 (the load client's
 #                                --push-conns)
+#   CLUSTER_NODE_CORES=0         [server] cores of every node (0: one runtime worker and one
+#                                fan-out thread per core of the machine); 1 sizes each of
+#                                several nodes on this 2-core machine for its share
 #   CLUSTER_IDLE_SECS=0          when over 0: after its nodes start and before any client
 #                                connects, each step reads every node's CPU (/proc/<pid>/stat)
 #                                over this many seconds: a node's fixed cost with no users
@@ -90,6 +93,7 @@ STREAMS_PUSH_CONNS=${STREAMS_PUSH_CONNS:-4}
 CLUSTER_BROKER=${CLUSTER_BROKER:-redis}
 CLUSTER_SHARDS=${CLUSTER_SHARDS:-8}
 CLUSTER_IDLE_SECS=${CLUSTER_IDLE_SECS:-0}
+CLUSTER_NODE_CORES=${CLUSTER_NODE_CORES:-0}
 case "$CLUSTER_BROKER" in
     redis | standalone | cluster) ;;
     *) echo "cluster: CLUSTER_BROKER is redis, standalone or cluster, not $CLUSTER_BROKER" >&2; exit 1 ;;
@@ -277,7 +281,7 @@ write_config "$tmp/base.toml" "$tmp/pushgate"
     echo "machine: $(uname -sr), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
     echo "redis: $(rcli info server | tr -d '\r' | awk -F: '/^redis_version/ {print $2}'), CLUSTER_BROKER=$CLUSTER_BROKER, ports ${redis_ports[*]} (pids ${redis_pids[*]:-not local}) on $REDIS_HOST (publishing: ${publisher_ports[*]}), $(rcli config get client-output-buffer-limit | tr -d '\r' | tail -n1)"
     echo "kernel: ip_local_port_range $port_lo-$port_hi, somaxconn $somaxconn, file-max $file_max, open files per process $hard_files"
-    echo "node config: load config of loadtest/gateway-config.sh, [session] max_connections = $NODE_MAX_CONNECTIONS, [broker] kind = \"redis\", $(echo "$broker_toml" | paste -sd' '), key_prefix = $key_root-<step>"
+    echo "node config: load config of loadtest/gateway-config.sh, [session] max_connections = $NODE_MAX_CONNECTIONS, [server] cores = $CLUSTER_NODE_CORES, [broker] kind = \"redis\", $(echo "$broker_toml" | paste -sd' '), key_prefix = $key_root-<step>"
     echo "steps: ${steps[*]}"
 } >"$out/about.txt"
 
@@ -337,6 +341,10 @@ start_nodes() {
     prefix="$key_root-$step"
     cp "$tmp/base.toml" "$tmp/$step.toml"
     sed -i "s/^max_connections = .*/max_connections = $NODE_MAX_CONNECTIONS/" "$tmp/$step.toml"
+    # Only when set: a binary from before `cores` refuses the key.
+    if [[ $CLUSTER_NODE_CORES != 0 ]]; then
+        sed -i "s/^\[server\]\$/[server]\ncores = $CLUSTER_NODE_CORES/" "$tmp/$step.toml"
+    fi
     printf '\n[broker]\nkind = "redis"\n%s\nkey_prefix = "%s"\n' \
         "$broker_toml" "$prefix" >>"$tmp/$step.toml"
     "$tmp/pushgate" check-config --config "$tmp/$step.toml" >/dev/null

@@ -147,10 +147,14 @@ impl Parts {
     }
 
     /// The fan-out threads every bus hands its messages to (`[server]
-    /// fanout_nice`).
+    /// cores` of them, at `fanout_nice`).
     fn fanout(&self, config: &Config) -> Result<Fanout, StartError> {
-        Fanout::start(Arc::clone(&self.registry), config.server.fanout_nice)
-            .map_err(StartError::Thread)
+        Fanout::start(
+            Arc::clone(&self.registry),
+            config.server.threads_per_kind(),
+            config.server.fanout_nice,
+        )
+        .map_err(StartError::Thread)
     }
 
     fn memory_bus(&self, config: &Config, fanout: Fanout) -> Arc<dyn Bus> {

@@ -150,7 +150,11 @@ fn serve(path: Option<&Path>) -> anyhow::Result<()> {
     let config = loaded.config;
     warn_about(&config);
     raise_open_files_limit(config.session.max_connections as u64);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(workers) = config.server.threads_per_kind() {
+        runtime.worker_threads(workers);
+    }
+    let runtime = runtime
         .enable_all()
         .build()
         .context("cannot start the runtime")?;

@@ -245,3 +245,37 @@ async fn a_jwk_set_provider_that_is_down_shows_in_the_process_metrics() {
         .wait_exit(shipped_drain_timeout() + Duration::from_secs(5))
         .await;
 }
+
+/// The names of process `pid`'s threads (`/proc/<pid>/task/*/comm`).
+fn thread_names(pid: u32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("the process's threads")
+        .filter_map(Result::ok)
+        .filter_map(|task| std::fs::read_to_string(task.path().join("comm")).ok())
+        .map(|name| name.trim().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn cores_sizes_the_runtime_workers_and_the_fan_out_threads() {
+    let count =
+        |names: &[String], prefix: &str| names.iter().filter(|n| n.starts_with(prefix)).count();
+    for cores in [1, 3] {
+        let mut gw = Process::start(
+            "cores",
+            &["--config", "config.toml"],
+            &[("PUSHGATE_SERVER_CORES", &cores.to_string())],
+        );
+        gw.wait_healthy().await;
+        let names = thread_names(gw.pid());
+        // tokio names its workers "tokio-rt-worker"; its blocking threads
+        // have the same name, but nothing up to a health check starts one.
+        assert_eq!(count(&names, "tokio-rt-worker"), cores, "{names:?}");
+        assert_eq!(count(&names, "pushgate-fanout"), cores, "{names:?}");
+        gw.signal("TERM");
+        let status = gw
+            .wait_exit(shipped_drain_timeout() + Duration::from_secs(5))
+            .await;
+        assert_eq!(status.code(), Some(0), "{status}");
+    }
+}

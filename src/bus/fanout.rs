@@ -131,10 +131,16 @@ fn deliver_to(registry: &Registry, messages: &[(Frame, PushTarget)], lane: Lane)
 }
 
 impl Fanout {
-    /// Starts one thread per available core delivering to `registry`'s
-    /// connections, at niceness `nice` (see [`Fanout::with_lanes`]).
-    pub(crate) fn start(registry: Arc<Registry>, nice: u8) -> std::io::Result<Self> {
-        let lanes = std::thread::available_parallelism().map_or(1, usize::from);
+    /// Starts `lanes` threads (`None`: one per core the process may use)
+    /// delivering to `registry`'s connections, at niceness `nice` (see
+    /// [`Fanout::with_lanes`]).
+    pub(crate) fn start(
+        registry: Arc<Registry>,
+        lanes: Option<usize>,
+        nice: u8,
+    ) -> std::io::Result<Self> {
+        let lanes =
+            lanes.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
         Self::with_lanes(registry, lanes, nice)
     }
 

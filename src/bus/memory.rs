@@ -322,7 +322,7 @@ mod tests {
             tokio::time::Instant::now(),
             std::time::Duration::from_millis(100),
         );
-        let fanout = Fanout::start(Arc::clone(&registry), 0).expect("fan-out threads");
+        let fanout = Fanout::start(Arc::clone(&registry), None, 0).expect("fan-out threads");
         MemoryBus::new(
             registry,
             counters,

@@ -1009,6 +1009,24 @@ fn metrics_may_listen_anywhere_but_the_main_address() {
 }
 
 #[test]
+fn cores_is_0_for_all_of_them_or_up_to_1024() {
+    let mut config = valid();
+    assert_eq!(config.server.cores, 0);
+    assert_eq!(config.server.threads_per_kind(), None);
+    for cores in [0, 1, 1024] {
+        config.server.cores = cores;
+        config.validate().expect("in range");
+    }
+    assert_eq!(config.server.threads_per_kind(), Some(1024));
+    config.server.cores = 1025;
+    let errors = config.validate().expect_err("out of range").to_string();
+    assert!(
+        errors.contains("server.cores: must be in 0..=1024, got 1025"),
+        "{errors}"
+    );
+}
+
+#[test]
 fn fanout_nice_is_a_niceness_from_0_to_19() {
     let mut config = valid();
     assert_eq!(config.server.fanout_nice, 5);

@@ -35,6 +35,7 @@ pub(super) fn server(server: &ServerConfig, errors: &mut ConfigErrors) {
         19,
         errors,
     );
+    in_range("server.cores", u64::from(server.cores), 0, 1024, errors);
     tls_pair(server, errors);
 }
 

@@ -94,6 +94,11 @@ impl Process {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
     }
 
+    /// The process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     fn output(&self) -> String {
         format!("stdout:\n{}\nstderr:\n{}", self.stdout(), self.stderr())
     }
