@@ -442,8 +442,12 @@ async fn a_reshard_under_pushes_loses_nothing_and_delivers_each_once() {
         return;
     };
     let prefix = support::redis::prefix("reshard");
-    let a = Gateway::start(cluster.config(&prefix)).await;
-    let b = Gateway::start(cluster.config(&prefix)).await;
+    // History holds every push, so a resume from before the reshard can
+    // be whole.
+    let mut config = cluster.config(&prefix);
+    config.history.size = 1000;
+    let a = Gateway::start(config.clone()).await;
+    let b = Gateway::start(config).await;
     let layout = pushgate::ClusterLayout::new(&prefix, 8);
     let slot = cluster.keyslot(&layout.broadcast_channel());
     let from = cluster.master_of(slot);
@@ -472,7 +476,7 @@ async fn a_reshard_under_pushes_loses_nothing_and_delivers_each_once() {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        accepted
+        (a, accepted)
     });
     // Every slot of the source master up to the broadcast stream's moves.
     let seed = format!("127.0.0.1:{}", cluster.ports[0]);
@@ -502,21 +506,50 @@ async fn a_reshard_under_pushes_loses_nothing_and_delivers_each_once() {
         target.1,
         "the broadcast stream's slot moved"
     );
-    let accepted = pusher.await.expect("pusher");
+    let (a, mut accepted) = pusher.await.expect("pusher");
     assert!(
         accepted.len() > 100,
         "most pushes accepted: {}",
         accepted.len()
     );
     let last = json!(accepted[accepted.len() - 1]);
-    let mut got: Vec<u64> = frames_until(&mut ws, &last)
-        .await
-        .into_iter()
+    let frames = frames_until(&mut ws, &last).await;
+    let mut got: Vec<u64> = frames
+        .iter()
         .filter(|f| f["type"] == "message")
         .map(|f| f["data"].as_u64().expect("number"))
         .collect();
     got.push(accepted[accepted.len() - 1]);
     assert_eq!(got, accepted, "each accepted push once, in order");
+
+    // The target master took the shard by migration, not by a failover:
+    // after a push it writes, a resume from the first push is whole.
+    let first = frames
+        .iter()
+        .find(|f| f["type"] == "message")
+        .and_then(|f| f["cursor"].as_str())
+        .expect("the first push's cursor");
+    let resp = a.push(&json!({"to": "*", "data": 150})).await;
+    assert_eq!(resp.status, 202, "{:?}", resp.body);
+    accepted.push(150);
+    let query = format!("token={}&cursor={first}", support::token("alice", 3600));
+    let (mut resumed, _) = tokio_tungstenite::connect_async(a.ws_url(&query))
+        .await
+        .expect("ws resumes");
+    support::assert_recover(&next_json(&mut resumed, WAIT).await, true, "resumed");
+    let mut got = Vec::new();
+    for _ in &accepted[1..] {
+        got.push(
+            next_json(&mut resumed, WAIT).await["data"]
+                .as_u64()
+                .expect("number"),
+        );
+    }
+    assert_eq!(
+        got,
+        accepted[1..],
+        "every push after the first, from history"
+    );
 }
 
 /// The replication offset a node reports (`master_repl_offset`).
@@ -530,6 +563,85 @@ fn repl_offset(cluster: &LocalCluster, port: u16) -> Option<u64> {
                 .parse()
                 .ok()
         })
+}
+
+/// Makes the master on `master` lose two pushes to alice: its replica
+/// stops hearing it (stopped, its link cut), it takes the pushes (alice
+/// gets them live) and is killed, and the replica goes on, to be promoted
+/// without them. Returns the second lost push's cursor.
+async fn lose_two_pushes(
+    cluster: &LocalCluster,
+    a: &Gateway,
+    alice: &mut support::Ws,
+    master: u16,
+    replica: u16,
+) -> String {
+    eventually("the replica has every write so far", || {
+        repl_offset(cluster, master).is_some()
+            && repl_offset(cluster, replica) == repl_offset(cluster, master)
+    })
+    .await;
+    cluster.signal(replica, "STOP");
+    let cut = cluster.cli_at(master, &["client", "kill", "type", "replica"]);
+    let mut lost = Vec::new();
+    for n in [1, 2] {
+        lost.push(a.push(&json!({"to": ["alice"], "data": n})).await);
+    }
+    cluster.kill(master);
+    cluster.signal(replica, "CONT");
+    assert_eq!(cut, "1", "the master's link to its replica cut");
+    let mut cursor = String::new();
+    for (n, resp) in lost.iter().enumerate() {
+        assert_eq!(resp.status, 202, "{:?}", resp.body);
+        let frame = next_json(alice, WAIT).await;
+        assert_eq!(frame["data"], n + 1, "{frame}");
+        cursor = frame["cursor"].as_str().expect("cursor").to_owned();
+    }
+    cursor
+}
+
+/// After pushes 1 and 2 were lost (`cursor`: the second's): three new
+/// pushes through `a` reach alice, still connected, once each and in
+/// order, with a `recover` saying she may have missed something; and a
+/// client resuming from `cursor` on `a` is told so too and gets the three
+/// from history. The new pushes would be taken for the lost ones had
+/// they been numbered as those were.
+async fn assert_lost_pushes_told(a: &Gateway, alice: &mut support::Ws, cursor: &str) {
+    let (accepted, _) = accept_pushes(a, &mut 2, 3).await;
+    let last = *accepted.last().expect("accepted");
+    let frames = frames_until(alice, &json!(last)).await;
+    let mut got: Vec<u64> = frames
+        .iter()
+        .filter(|f| f["type"] == "message")
+        .map(|f| f["data"].as_u64().expect("number"))
+        .collect();
+    got.push(last);
+    assert_eq!(got, accepted, "each new push once, in order: {frames:?}");
+    // (The catch-up's `recover` follows what it delivered.)
+    if !frames.iter().any(|f| f["type"] == "recover") {
+        support::assert_recover(&next_json(alice, WAIT).await, false, "alice");
+    } else {
+        assert!(
+            frames
+                .iter()
+                .any(|f| f["type"] == "recover" && f["complete"] == false),
+            "alice is told writes may be lost: {frames:?}"
+        );
+    }
+    let query = format!("token={}&cursor={cursor}", support::token("alice", 3600));
+    let (mut resumed, _) = tokio_tungstenite::connect_async(a.ws_url(&query))
+        .await
+        .expect("ws resumes");
+    support::assert_recover(&next_json(&mut resumed, WAIT).await, false, "resumed");
+    let mut got = Vec::new();
+    for _ in &accepted {
+        got.push(
+            next_json(&mut resumed, WAIT).await["data"]
+                .as_u64()
+                .expect("number"),
+        );
+    }
+    assert_eq!(got, accepted, "the new pushes, from history");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -547,74 +659,48 @@ async fn writes_a_failover_lost_are_told_and_new_pushes_are_not_taken_for_them()
     else {
         return;
     };
-    eventually("the replica has every write so far", || {
-        repl_offset(&cluster, master).is_some()
-            && repl_offset(&cluster, replica) == repl_offset(&cluster, master)
+    let cursor = lose_two_pushes(&cluster, &a, &mut alice, master, replica).await;
+    assert_lost_pushes_told(&a, &mut alice, &cursor).await;
+    assert_eq!(cluster.master_of(slot), replica, "the replica took over");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_lost_before_a_second_failover_are_told_though_the_middle_master_never_wrote() {
+    show_logs_if_failing();
+    let Some(AliceOnB {
+        cluster,
+        a,
+        mut alice,
+        slot,
+        master,
+        replica,
+        _b,
+    }) = AliceOnB::start("lost-twice").await
+    else {
+        return;
+    };
+    let cursor = lose_two_pushes(&cluster, &a, &mut alice, master, replica).await;
+    // The replica is promoted; no push reaches the shard while it leads.
+    eventually("the replica took over", || {
+        cluster.master_of(slot) == replica
     })
     .await;
-
-    // The replica stops hearing its master (stopped, its link cut), the
-    // master takes two pushes that alice gets live, and dies: the replica
-    // is promoted without them.
-    cluster.signal(replica, "STOP");
-    let cut = cluster.cli_at(master, &["client", "kill", "type", "replica"]);
-    let mut lost = Vec::new();
-    for n in [1, 2] {
-        lost.push(a.push(&json!({"to": ["alice"], "data": n})).await);
-    }
-    cluster.kill(master);
-    cluster.signal(replica, "CONT");
-    assert_eq!(cut, "1", "the master's link to its replica cut");
-    let mut cursor = String::new();
-    for (n, resp) in lost.iter().enumerate() {
-        assert_eq!(resp.status, 202, "{:?}", resp.body);
-        let frame = next_json(&mut alice, WAIT).await;
-        assert_eq!(frame["data"], n + 1, "{frame}");
-        cursor = frame["cursor"].as_str().expect("cursor").to_owned();
-    }
-
-    // New pushes once the replica took over: without a guard they would
-    // be numbered as 1 and 2 were, and be taken for them.
-    let (accepted, _) = accept_pushes(&a, &mut 2, 3).await;
-    assert_eq!(cluster.master_of(slot), replica, "the replica took over");
-    // Alice, connected through it all, gets each new push once, in order,
-    // and is told she may have missed something.
-    let last = *accepted.last().expect("accepted");
-    let frames = frames_until(&mut alice, &json!(last)).await;
-    let mut got: Vec<u64> = frames
-        .iter()
-        .filter(|f| f["type"] == "message")
-        .map(|f| f["data"].as_u64().expect("number"))
-        .collect();
-    got.push(last);
-    assert_eq!(got, accepted, "each new push once, in order: {frames:?}");
-    // (The catch-up's `recover` follows what it delivered.)
-    if !frames.iter().any(|f| f["type"] == "recover") {
-        support::assert_recover(&next_json(&mut alice, WAIT).await, false, "alice");
-    } else {
-        assert!(
-            frames
-                .iter()
-                .any(|f| f["type"] == "recover" && f["complete"] == false),
-            "alice is told writes may be lost: {frames:?}"
-        );
-    }
-    // A client resuming from the lost message's cursor on the other node
-    // gets every new push, and is told the history is not whole.
-    let query = format!("token={}&cursor={cursor}", support::token("alice", 3600));
-    let (mut resumed, _) = tokio_tungstenite::connect_async(a.ws_url(&query))
-        .await
-        .expect("ws resumes");
-    support::assert_recover(&next_json(&mut resumed, WAIT).await, false, "resumed");
-    let mut got = Vec::new();
-    for _ in &accepted {
-        got.push(
-            next_json(&mut resumed, WAIT).await["data"]
-                .as_u64()
-                .expect("number"),
-        );
-    }
-    assert_eq!(got, accepted, "the new pushes, from history");
+    // The old master comes back (empty, as the same cluster node), syncs
+    // as the new master's replica and takes over again by a manual
+    // failover: its replid2 is the middle master's, and the shard's last
+    // writer is its own earlier life, whose two pushes are lost.
+    cluster.restart(master);
+    eventually("the old master is the new one's replica, in sync", || {
+        let info = cluster.cli_at(master, &["info", "replication"]);
+        info.contains("role:slave") && info.contains("master_link_status:up")
+    })
+    .await;
+    assert_eq!(cluster.cli_at(master, &["cluster", "failover"]), "OK");
+    eventually("the old master leads again", || {
+        cluster.master_of(slot) == master
+    })
+    .await;
+    assert_lost_pushes_told(&a, &mut alice, &cursor).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

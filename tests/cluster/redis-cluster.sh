@@ -8,6 +8,10 @@
 #                                               cluster, waits until it is ok, prints the
 #                                               six ports (masters first) on one line
 #   tests/cluster/redis-cluster.sh stop DIR    stops every server started in DIR (by pid)
+#   tests/cluster/redis-cluster.sh restart DIR PORT
+#                                               starts the node on PORT again (after a test
+#                                               killed it), on its own nodes.conf, and waits
+#                                               until it answers
 #
 # Needs redis-server and redis-cli 7 or newer (sharded pub/sub).
 set -euo pipefail
@@ -22,6 +26,27 @@ free_port() {
   python3 "$here/free-port.py"
 }
 
+# Starts (daemonized) the node of DIR on port $1, in $dir/$1; fails if it
+# does not start.
+node_start() {
+  local node="$dir/$1"
+  mkdir -p "$node"
+  redis-server --port "$1" --bind 127.0.0.1 --cluster-enabled yes \
+    --cluster-config-file "$node/nodes.conf" --cluster-node-timeout 2000 \
+    --cluster-replica-validity-factor 0 \
+    --dir "$node" --appendonly no --save '' --daemonize yes \
+    --pidfile "$node/redis.pid" --logfile "$node/redis.log" >/dev/null
+}
+
+# Waits up to 10 s for the node on port $1 to answer PING.
+node_answers() {
+  for _ in $(seq 100); do
+    if redis-cli -p "$1" ping >/dev/null 2>&1; then return 0; fi
+    sleep 0.1
+  done
+  return 1
+}
+
 case "$cmd" in
 start)
   mkdir -p "$dir"
@@ -33,19 +58,9 @@ start)
     port=$(free_port)
     case " ${ports[*]:-} " in *" $port "*) continue ;; esac
     node="$dir/$port"
-    mkdir -p "$node"
-    if ! redis-server --port "$port" --bind 127.0.0.1 --cluster-enabled yes \
-        --cluster-config-file "$node/nodes.conf" --cluster-node-timeout 2000 \
-        --cluster-replica-validity-factor 0 \
-        --dir "$node" --appendonly no --save '' --daemonize yes \
-        --pidfile "$node/redis.pid" --logfile "$node/redis.log" >/dev/null; then
-      continue
-    fi
+    node_start "$port" || continue
     up=false
-    for _ in $(seq 100); do
-      if redis-cli -p "$port" ping >/dev/null 2>&1; then up=true; break; fi
-      sleep 0.1
-    done
+    node_answers "$port" && up=true
     if $up; then
       ports+=("$port")
     else
@@ -85,6 +100,11 @@ start)
   replicas=$(redis-cli -p "${ports[0]}" cluster nodes | awk '/slave/ {split($2, a, "[:@]"); print a[2]}' | sort -n)
   echo $masters $replicas
   ;;
+restart)
+  port=${3:?usage: redis-cluster.sh restart DIR PORT}
+  node_start "$port"
+  node_answers "$port" || { echo "node $port did not come back" >&2; exit 1; }
+  ;;
 stop)
   for pidfile in "$dir"/*/redis.pid; do
     [ -f "$pidfile" ] || continue
@@ -92,7 +112,7 @@ stop)
   done
   ;;
 *)
-  echo "usage: redis-cluster.sh start|stop DIR" >&2
+  echo "usage: redis-cluster.sh start|stop DIR, or restart DIR PORT" >&2
   exit 2
   ;;
 esac

@@ -130,6 +130,25 @@ impl LocalCluster {
         self.signal(port, "KILL");
     }
 
+    /// Starts the node on `port` again after a kill, on its own
+    /// `nodes.conf` (so as the same cluster node), with no data.
+    pub(crate) fn restart(&self, port: u16) {
+        let out = Command::new("bash")
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/cluster/redis-cluster.sh"
+            ))
+            .args(["restart".as_ref(), self.dir.as_os_str()])
+            .arg(port.to_string())
+            .output()
+            .expect("bash runs");
+        assert!(
+            out.status.success(),
+            "node {port} did not restart: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// Sends signal `name` (`STOP`, `CONT`, `KILL`, ...) to the node on
     /// `port`.
     pub(crate) fn signal(&self, port: u16, name: &str) {

@@ -8,7 +8,7 @@
 -- watermark) is done once for all of them.
 --
 -- KEYS[1] sequence   KEYS[2] epoch   KEYS[3] age watermark   KEYS[4] publish times (zset)
--- KEYS[5] the shard's writer (hash: replid, lost)
+-- KEYS[5] the shard's writer (hash: replid, node, lost)
 -- then per push: its idempotency key (unused unless the push is idempotent),
 --   then one history stream per (channel, target) pair of its messages, in order.
 -- ARGV[1] epoch to create if none   ARGV[2] history size   ARGV[3] ttl ms
@@ -35,22 +35,40 @@ end
 -- master's last writes would give new messages the numbers of the lost
 -- ones, and a node or client that saw a lost message would take the new
 -- one at that number for it. So the shard remembers which master wrote
--- it last (its replication id). A master that was that one's replica
--- (the old id is its replid2) first moves the sequence past anything the
--- old master can have numbered (LOST_GAP) and records the new start as
--- 'lost': a position below it may have missed lost messages (resume.lua
--- says not complete). A master that got the keys by a slot migration
--- (another id entirely) adopts them as they are: nothing was lost.
+-- it last: its replication id and its cluster node id. When another
+-- master writes it, the shard came one of two ways:
+-- - by a slot migration (`redis-cli --cluster reshard`): the keys moved
+--   whole from a master that is still up and still a master, and that is
+--   not this one. Nothing was lost: the shard is adopted as it is.
+-- - by replication, over one failover or several (the last writer is
+--   this master's replid2, or failed, or a replica now; or it is this
+--   very node, restarted or demoted and promoted again, whose data came
+--   back from another). Writes may have been lost: the sequence moves
+--   past anything the old writer can have numbered (LOST_GAP), and the
+--   new start is recorded as 'lost': a position below it may have missed
+--   messages (resume.lua says not complete).
+-- Anything not proven a migration counts as a failover: a false alarm
+-- costs a client a refetch, a missed one a message.
 local LOST_GAP = 4294967296
 local info = redis.call('INFO', 'replication')
 local replid = string.match(info, 'master_replid:(%x+)')
-local writer = redis.call('HGET', KEYS[5], 'replid')
-if replid and writer ~= replid then
-  if writer and writer == string.match(info, 'master_replid2:(%x+)') then
+local writer = redis.call('HMGET', KEYS[5], 'replid', 'node')
+if replid and writer[1] ~= replid then
+  local me = redis.call('CLUSTER', 'MYID')
+  local migrated = false
+  if writer[1] and writer[2] and writer[2] ~= me
+      and writer[1] ~= string.match(info, 'master_replid2:(%x+)') then
+    -- `<id> <addr> <flags> ...`, one line a node.
+    local flags = string.match('\n' .. redis.call('CLUSTER', 'NODES'),
+      '\n' .. writer[2] .. ' %S+ (%S+)')
+    migrated = flags ~= nil and string.find(flags, 'master', 1, true) ~= nil
+      and string.find(flags, 'fail', 1, true) == nil
+  end
+  if writer[1] and not migrated then
     local from = redis.call('INCRBY', KEYS[1], LOST_GAP)
-    redis.call('HSET', KEYS[5], 'replid', replid, 'lost', string.format('%d', from))
+    redis.call('HSET', KEYS[5], 'replid', replid, 'node', me, 'lost', string.format('%d', from))
   else
-    redis.call('HSET', KEYS[5], 'replid', replid)
+    redis.call('HSET', KEYS[5], 'replid', replid, 'node', me)
   end
 end
 
