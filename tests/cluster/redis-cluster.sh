@@ -7,7 +7,8 @@
 #   tests/cluster/redis-cluster.sh start DIR   starts the six servers in DIR, forms the
 #                                               cluster, waits until it is ok, prints the
 #                                               six ports (masters first) on one line
-#   tests/cluster/redis-cluster.sh stop DIR    stops every server started in DIR (by pid)
+#   tests/cluster/redis-cluster.sh stop DIR    stops every server started in DIR (by pid) and
+#                                               waits up to 5 s for each to exit
 #   tests/cluster/redis-cluster.sh restart DIR PORT
 #                                               starts the node on PORT again (after a test
 #                                               killed it), on its own nodes.conf, and waits
@@ -106,9 +107,19 @@ restart)
   node_answers "$port" || { echo "node $port did not come back" >&2; exit 1; }
   ;;
 stop)
+  pids=()
   for pidfile in "$dir"/*/redis.pid; do
     [ -f "$pidfile" ] || continue
-    kill "$(cat "$pidfile")" 2>/dev/null || true
+    pid=$(cat "$pidfile")
+    kill "$pid" 2>/dev/null && pids+=("$pid")
+  done
+  # Gone before the caller removes DIR: a node still shutting down writes
+  # its nodes.conf there (an `rm -rf` then fails on a directory not empty).
+  for pid in "${pids[@]}"; do
+    for _ in $(seq 100); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.05
+    done
   done
   ;;
 *)
