@@ -402,6 +402,36 @@ impl AliceOnB {
             _b: b,
         })
     }
+
+    /// Makes alice's master lose two pushes to her: its replica stops
+    /// hearing it (stopped, its link cut), it takes the pushes (alice gets
+    /// them live) and is killed, and the replica goes on, to be promoted
+    /// without them. Returns the second lost push's cursor.
+    async fn lose_two_pushes(&mut self) -> String {
+        let (cluster, master, replica) = (&self.cluster, self.master, self.replica);
+        eventually("the replica has every write so far", || {
+            repl_offset(cluster, master).is_some()
+                && repl_offset(cluster, replica) == repl_offset(cluster, master)
+        })
+        .await;
+        cluster.signal(replica, "STOP");
+        let cut = cluster.cli_at(master, &["client", "kill", "type", "replica"]);
+        let mut lost = Vec::new();
+        for n in [1, 2] {
+            lost.push(self.a.push(&json!({"to": ["alice"], "data": n})).await);
+        }
+        cluster.kill(master);
+        cluster.signal(replica, "CONT");
+        assert_eq!(cut, "1", "the master's link to its replica cut");
+        let mut cursor = String::new();
+        for (n, resp) in lost.iter().enumerate() {
+            assert_eq!(resp.status, 202, "{:?}", resp.body);
+            let frame = next_json(&mut self.alice, WAIT).await;
+            assert_eq!(frame["data"], n + 1, "{frame}");
+            cursor = frame["cursor"].as_str().expect("cursor").to_owned();
+        }
+        cursor
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -565,41 +595,6 @@ fn repl_offset(cluster: &LocalCluster, port: u16) -> Option<u64> {
         })
 }
 
-/// Makes the master on `master` lose two pushes to alice: its replica
-/// stops hearing it (stopped, its link cut), it takes the pushes (alice
-/// gets them live) and is killed, and the replica goes on, to be promoted
-/// without them. Returns the second lost push's cursor.
-async fn lose_two_pushes(
-    cluster: &LocalCluster,
-    a: &Gateway,
-    alice: &mut support::Ws,
-    master: u16,
-    replica: u16,
-) -> String {
-    eventually("the replica has every write so far", || {
-        repl_offset(cluster, master).is_some()
-            && repl_offset(cluster, replica) == repl_offset(cluster, master)
-    })
-    .await;
-    cluster.signal(replica, "STOP");
-    let cut = cluster.cli_at(master, &["client", "kill", "type", "replica"]);
-    let mut lost = Vec::new();
-    for n in [1, 2] {
-        lost.push(a.push(&json!({"to": ["alice"], "data": n})).await);
-    }
-    cluster.kill(master);
-    cluster.signal(replica, "CONT");
-    assert_eq!(cut, "1", "the master's link to its replica cut");
-    let mut cursor = String::new();
-    for (n, resp) in lost.iter().enumerate() {
-        assert_eq!(resp.status, 202, "{:?}", resp.body);
-        let frame = next_json(alice, WAIT).await;
-        assert_eq!(frame["data"], n + 1, "{frame}");
-        cursor = frame["cursor"].as_str().expect("cursor").to_owned();
-    }
-    cursor
-}
-
 /// After pushes 1 and 2 were lost (`cursor`: the second's): three new
 /// pushes through `a` reach alice, still connected, once each and in
 /// order, with a `recover` saying she may have missed something; and a
@@ -647,39 +642,27 @@ async fn assert_lost_pushes_told(a: &Gateway, alice: &mut support::Ws, cursor: &
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_a_failover_lost_are_told_and_new_pushes_are_not_taken_for_them() {
     show_logs_if_failing();
-    let Some(AliceOnB {
-        cluster,
-        a,
-        mut alice,
-        slot,
-        master,
-        replica,
-        _b,
-    }) = AliceOnB::start("lost-writes").await
-    else {
+    let Some(mut on_b) = AliceOnB::start("lost-writes").await else {
         return;
     };
-    let cursor = lose_two_pushes(&cluster, &a, &mut alice, master, replica).await;
-    assert_lost_pushes_told(&a, &mut alice, &cursor).await;
-    assert_eq!(cluster.master_of(slot), replica, "the replica took over");
+    let cursor = on_b.lose_two_pushes().await;
+    assert_lost_pushes_told(&on_b.a, &mut on_b.alice, &cursor).await;
+    let (cluster, slot) = (&on_b.cluster, on_b.slot);
+    assert_eq!(
+        cluster.master_of(slot),
+        on_b.replica,
+        "the replica took over"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_lost_before_a_second_failover_are_told_though_the_middle_master_never_wrote() {
     show_logs_if_failing();
-    let Some(AliceOnB {
-        cluster,
-        a,
-        mut alice,
-        slot,
-        master,
-        replica,
-        _b,
-    }) = AliceOnB::start("lost-twice").await
-    else {
+    let Some(mut on_b) = AliceOnB::start("lost-twice").await else {
         return;
     };
-    let cursor = lose_two_pushes(&cluster, &a, &mut alice, master, replica).await;
+    let cursor = on_b.lose_two_pushes().await;
+    let (cluster, slot, master, replica) = (&on_b.cluster, on_b.slot, on_b.master, on_b.replica);
     // The replica is promoted; no push reaches the shard while it leads.
     eventually("the replica took over", || {
         cluster.master_of(slot) == replica
@@ -700,7 +683,7 @@ async fn writes_lost_before_a_second_failover_are_told_though_the_middle_master_
         cluster.master_of(slot) == master
     })
     .await;
-    assert_lost_pushes_told(&a, &mut alice, &cursor).await;
+    assert_lost_pushes_told(&on_b.a, &mut on_b.alice, &cursor).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
