@@ -2,7 +2,7 @@
 //! loopback ports in a temporary directory (`tests/cluster/redis-cluster.sh`),
 //! stopped by their pids when dropped.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use pushgate::config::Config;
@@ -35,15 +35,7 @@ impl LocalCluster {
             std::process::id(),
             rand::random::<u32>()
         ));
-        let out = Command::new("bash")
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/tests/cluster/redis-cluster.sh"
-            ))
-            .arg("start")
-            .arg(&dir)
-            .output()
-            .expect("bash runs");
+        let out = script("start", &dir).output().expect("bash runs");
         let mut cluster = Self {
             ports: Vec::new(),
             dir,
@@ -133,12 +125,7 @@ impl LocalCluster {
     /// Starts the node on `port` again after a kill, on its own
     /// `nodes.conf` (so as the same cluster node), with no data.
     pub(crate) fn restart(&self, port: u16) {
-        let out = Command::new("bash")
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/tests/cluster/redis-cluster.sh"
-            ))
-            .args(["restart".as_ref(), self.dir.as_os_str()])
+        let out = script("restart", &self.dir)
             .arg(port.to_string())
             .output()
             .expect("bash runs");
@@ -247,14 +234,19 @@ impl LocalCluster {
 
 impl Drop for LocalCluster {
     fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/tests/cluster/redis-cluster.sh"
-            ))
-            .arg("stop")
-            .arg(&self.dir)
-            .status();
+        let _ = script("stop", &self.dir).status();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// `tests/cluster/redis-cluster.sh <command> <dir>`, to run.
+fn script(command: &str, dir: &Path) -> Command {
+    let mut cmd = Command::new("bash");
+    cmd.arg(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/cluster/redis-cluster.sh"
+    ))
+    .arg(command)
+    .arg(dir);
+    cmd
 }
