@@ -38,7 +38,7 @@
 #                                cluster master has one, for a side-by-side with the cluster;
 #                                cluster: a fresh Redis Cluster of 3 masters and 3 replicas on
 #                                loopback (tests/cluster/redis-cluster.sh), [broker] cluster = true
-#   CLUSTER_SHARDS=8             [broker] shards on a cluster
+#   CLUSTER_SHARDS=6             [broker] shards on a cluster
 #   REDIS_HOST, REDIS_PORT       the Redis of CLUSTER_BROKER=redis (default 127.0.0.1:6379)
 #   CLUSTER_WS=95000 CLUSTER_SSE=2000 CLUSTER_POLL=2000
 #   CLUSTER_MESSAGES=8 CLUSTER_RATE=0.25   broadcasts in the fanout steps (one every 4 s: a
@@ -91,7 +91,7 @@ STREAMS_N=${STREAMS_N:-3000}
 STREAMS_ROUNDS=${STREAMS_ROUNDS:-10}
 STREAMS_PUSH_CONNS=${STREAMS_PUSH_CONNS:-4}
 CLUSTER_BROKER=${CLUSTER_BROKER:-redis}
-CLUSTER_SHARDS=${CLUSTER_SHARDS:-8}
+CLUSTER_SHARDS=${CLUSTER_SHARDS:-6}
 CLUSTER_IDLE_SECS=${CLUSTER_IDLE_SECS:-0}
 CLUSTER_NODE_CORES=${CLUSTER_NODE_CORES:-0}
 case "$CLUSTER_BROKER" in

@@ -42,6 +42,11 @@ impl ClusterLayout {
         Self(bus::cluster::shards::Shards::new(prefix, shards))
     }
 
+    /// How many shards the sequence has: the positions in a cursor.
+    pub fn shards(&self) -> usize {
+        self.0.count()
+    }
+
     /// The sharded channel of the broadcast stream.
     pub fn broadcast_channel(&self) -> String {
         self.0.bus(bus::cluster::shards::StreamName::Broadcast)

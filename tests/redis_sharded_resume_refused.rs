@@ -56,7 +56,7 @@ async fn a_resume_whose_shard_read_times_out_is_refused_and_gets_everything_afte
         push(json!({"to": to, "data": data})).await;
     }
 
-    let layout = pushgate::ClusterLayout::new(&prefix, 8);
+    let layout = cluster.layout(&prefix);
     let master = cluster.master_of(cluster.keyslot(&layout.user_history("alice")));
     let paused_at = Instant::now();
     let pause = PAUSE.as_millis().to_string();

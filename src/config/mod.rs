@@ -568,9 +568,11 @@ pub struct BrokerConfig {
     /// Shards of the message sequence on a Redis Cluster: each stream
     /// (broadcast, each user, each channel) belongs to one, each shard has
     /// its own sequence on its own hash slot, and a cursor holds one
-    /// position per shard (17 to 37 bytes each). Default 8 (the slots are
-    /// spread evenly, so 3 masters get 3, 3 and 2); 1 to 64. Changing it
-    /// makes every cursor a gap (`recover` with `complete: false`).
+    /// position per shard (17 to 37 bytes each). Default 6, a multiple of
+    /// 1, 2, 3 and 6 masters (the slots are spread evenly, so 3 masters
+    /// get 2 each; 8 would fall 3, 3 and 2 and put 3/8 of the publish work
+    /// on one master); 1 to 64. Changing it makes every cursor a gap
+    /// (`recover` with `complete: false`).
     pub shards: usize,
 }
 
@@ -585,7 +587,7 @@ impl Default for BrokerConfig {
             presence_ttl_secs: 15,
             cluster: false,
             urls: Vec::new(),
-            shards: 8,
+            shards: 6,
         }
     }
 }

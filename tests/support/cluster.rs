@@ -94,6 +94,18 @@ impl LocalCluster {
 
     /// The port of the master that holds `slot`.
     pub(crate) fn master_of(&self, slot: u16) -> u16 {
+        self.try_master_of(slot).unwrap_or_else(|| {
+            panic!(
+                "no master holds slot {slot}:\n{}",
+                self.cli(&["cluster", "nodes"])
+            )
+        })
+    }
+
+    /// The port of the master that holds `slot` in the view of the first
+    /// node that answers, or None while it knows none (during a failover
+    /// that node may hear of the promotion after clients already use it).
+    pub(crate) fn try_master_of(&self, slot: u16) -> Option<u16> {
         let nodes = self.cli(&["cluster", "nodes"]);
         for line in nodes.lines() {
             let fields: Vec<&str> = line.split_whitespace().collect();
@@ -110,11 +122,11 @@ impl LocalCluster {
                 if let (Ok(low), Ok(high)) = (low.parse::<u16>(), high.parse::<u16>())
                     && (low..=high).contains(&slot)
                 {
-                    return port;
+                    return Some(port);
                 }
             }
         }
-        panic!("no master holds slot {slot}:\n{nodes}");
+        None
     }
 
     /// Kills the node on `port` with SIGKILL (by its pid file).
@@ -229,6 +241,12 @@ impl LocalCluster {
         c.broker.cluster = true;
         c.broker.urls = self.urls();
         c
+    }
+
+    /// The key and channel names of `prefix`'s streams for the shards a
+    /// node started with [`Self::config`] uses.
+    pub(crate) fn layout(&self, prefix: &str) -> pushgate::ClusterLayout {
+        pushgate::ClusterLayout::new(prefix, self.config(prefix).broker.shards)
     }
 }
 
