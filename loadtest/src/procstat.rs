@@ -114,6 +114,69 @@ pub(crate) fn sample_pids(pids: &[u32]) -> anyhow::Result<Sample> {
     Ok(total)
 }
 
+/// CPU time of a group of threads that share a name, from each thread's
+/// `schedstat` (nanoseconds, not clock ticks).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub(crate) struct ThreadTimes {
+    /// On a core, ns.
+    pub run_ns: u64,
+    /// Runnable but waiting for a core, ns: what sharing the machine cost.
+    pub wait_ns: u64,
+    /// Times it was put on a core.
+    pub slices: u64,
+}
+
+impl ThreadTimes {
+    /// What happened between `before` and `self` (a thread that began
+    /// meanwhile counts from zero).
+    pub(crate) fn since(self, before: Self) -> Self {
+        Self {
+            run_ns: self.run_ns.saturating_sub(before.run_ns),
+            wait_ns: self.wait_ns.saturating_sub(before.wait_ns),
+            slices: self.slices.saturating_sub(before.slices),
+        }
+    }
+}
+
+/// The threads of `pids` now, summed by thread name (`comm`): where a
+/// server's CPU goes (runtime workers, fan-out threads, ...). A thread that
+/// ends meanwhile is skipped.
+pub(crate) fn threads_by_name(pids: &[u32]) -> std::collections::BTreeMap<String, ThreadTimes> {
+    let mut by_name = std::collections::BTreeMap::<String, ThreadTimes>::new();
+    for pid in pids {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for task in tasks.filter_map(Result::ok) {
+            let path = task.path();
+            let (Ok(name), Ok(stat)) = (
+                std::fs::read_to_string(path.join("comm")),
+                std::fs::read_to_string(path.join("schedstat")),
+            ) else {
+                continue;
+            };
+            let Some(times) = parse_schedstat(&stat) else {
+                continue;
+            };
+            let total = by_name.entry(name.trim().to_owned()).or_default();
+            total.run_ns += times.run_ns;
+            total.wait_ns += times.wait_ns;
+            total.slices += times.slices;
+        }
+    }
+    by_name
+}
+
+/// A `schedstat` line: run time (ns), run-queue wait (ns), time slices.
+fn parse_schedstat(text: &str) -> Option<ThreadTimes> {
+    let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().ok());
+    Some(ThreadTimes {
+        run_ns: fields.next()??,
+        wait_ns: fields.next()??,
+        slices: fields.next()??,
+    })
+}
+
 /// The processes whose parent is `pid` (from `/proc/*/stat`).
 pub(crate) fn children(pid: u32) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
@@ -254,6 +317,57 @@ mod tests {
     fn parents_are_read_past_a_name_with_spaces() {
         let stat = "1234 (nginx: worker process) S 77 2 3 4";
         assert_eq!(parent_of(stat), Some(77));
+    }
+
+    #[test]
+    fn schedstat_is_run_wait_and_slices() {
+        let times = parse_schedstat("73223342 6061254 337\n").unwrap();
+        assert_eq!(
+            times,
+            ThreadTimes {
+                run_ns: 73_223_342,
+                wait_ns: 6_061_254,
+                slices: 337
+            }
+        );
+        assert_eq!(parse_schedstat("1 2"), None);
+        let later = ThreadTimes {
+            run_ns: 80_000_000,
+            wait_ns: 6_061_254,
+            slices: 340,
+        };
+        assert_eq!(
+            later.since(times),
+            ThreadTimes {
+                run_ns: 6_776_658,
+                wait_ns: 0,
+                slices: 3
+            }
+        );
+    }
+
+    #[test]
+    fn own_threads_are_summed_by_name() {
+        let me = std::process::id();
+        let name = "procstat-probe";
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let spinner = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                let start = std::time::Instant::now();
+                while start.elapsed() < std::time::Duration::from_millis(20) {
+                    std::hint::spin_loop();
+                }
+                let _ = stopped.recv();
+            })
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let threads = threads_by_name(&[me]);
+        let _ = stop.send(());
+        spinner.join().unwrap();
+        let probe = threads.get(name).copied().unwrap_or_default();
+        assert!(probe.run_ns >= 10_000_000, "{threads:?}");
+        assert!(probe.slices >= 1);
     }
 
     #[test]

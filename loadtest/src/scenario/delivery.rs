@@ -2,6 +2,7 @@
 //! `personal`, `churn`, `mixed`, `failover`, `storm`): subscribers open,
 //! pushes flow, every arrival is counted and timed.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -18,6 +19,7 @@ use crate::cli::{
 };
 use crate::fleet::{Fleet, Group, Plan};
 use crate::hist;
+use crate::procstat;
 use crate::pusher::{Job, Pusher, Record};
 use crate::report::Report;
 use crate::target::{self, Target};
@@ -378,6 +380,9 @@ struct Pushed {
     cpu_us_per_pid: Vec<Option<u64>>,
     /// CPU per `--broker-pid` over the same window, µs.
     broker_cpu_us_per_pid: Vec<Option<u64>>,
+    /// The server's threads over the same window, summed by name over
+    /// every `--pid`.
+    threads: BTreeMap<String, procstat::ThreadTimes>,
     push_secs: f64,
     killed: Option<Killed>,
     /// The storm's readings of node B's `/metrics`.
@@ -523,6 +528,18 @@ async fn execute(d: Delivery<'_>) -> anyhow::Result<Finished> {
             .collect();
         report.detail("server_cpu_ms_per_pid", json!(per_node));
     }
+    if !pushed.threads.is_empty() {
+        let ms = |ns: u64| hist::round2(ns as f64 / 1e6);
+        let by_name: serde_json::Map<String, serde_json::Value> = pushed
+            .threads
+            .iter()
+            .map(|(name, t)| {
+                let times = json!({"cpu_ms": ms(t.run_ns), "runqueue_wait_ms": ms(t.wait_ns), "slices": t.slices});
+                (name.clone(), times)
+            })
+            .collect();
+        report.detail("server_threads", serde_json::Value::Object(by_name));
+    }
     if !pushed.broker_cpu_us_per_pid.is_empty() {
         let per_pid: Vec<Option<f64>> = pushed
             .broker_cpu_us_per_pid
@@ -609,6 +626,7 @@ async fn push_and_collect(d: &Delivery<'_>, fleet: &mut Fleet) -> anyhow::Result
     let broker_before: Vec<_> = common.broker_pid.iter().map(|p| sample(&[*p])).collect();
     let before = sample(&common.pid);
     let before_each: Vec<_> = common.pid.iter().map(|p| sample(&[*p])).collect();
+    let threads_before = procstat::threads_by_name(&common.pid);
     let client_before = fleet.cpu_us();
     let bar = progress(d.jobs.len() as u64, "pushing");
     let push_started = Instant::now();
@@ -643,6 +661,13 @@ async fn push_and_collect(d: &Delivery<'_>, fleet: &mut Fleet) -> anyhow::Result
         None => Vec::new(),
     };
     let after = sample(&common.pid);
+    let threads = procstat::threads_by_name(&common.pid)
+        .into_iter()
+        .map(|(name, now)| {
+            let before = threads_before.get(&name).copied().unwrap_or_default();
+            (name, now.since(before))
+        })
+        .collect();
     let cpu_us_per_pid = common
         .pid
         .iter()
@@ -670,6 +695,7 @@ async fn push_and_collect(d: &Delivery<'_>, fleet: &mut Fleet) -> anyhow::Result
             .map(|(b, a)| a.switches.saturating_sub(b.switches)),
         cpu_us_per_pid,
         broker_cpu_us_per_pid,
+        threads,
         push_secs,
         killed,
         samples,
