@@ -124,6 +124,9 @@ pub(crate) struct ThreadTimes {
     pub wait_ns: u64,
     /// Times it was put on a core.
     pub slices: u64,
+    /// Of the time on a core, how much in the kernel (`stat`'s stime),
+    /// µs, at a clock tick's resolution.
+    pub system_us: u64,
 }
 
 impl ThreadTimes {
@@ -134,6 +137,7 @@ impl ThreadTimes {
             run_ns: self.run_ns.saturating_sub(before.run_ns),
             wait_ns: self.wait_ns.saturating_sub(before.wait_ns),
             slices: self.slices.saturating_sub(before.slices),
+            system_us: self.system_us.saturating_sub(before.system_us),
         }
     }
 }
@@ -149,19 +153,23 @@ pub(crate) fn threads_by_name(pids: &[u32]) -> std::collections::BTreeMap<String
         };
         for task in tasks.filter_map(Result::ok) {
             let path = task.path();
-            let (Ok(name), Ok(stat)) = (
+            let (Ok(name), Ok(schedstat), Ok(stat)) = (
                 std::fs::read_to_string(path.join("comm")),
                 std::fs::read_to_string(path.join("schedstat")),
+                std::fs::read_to_string(path.join("stat")),
             ) else {
                 continue;
             };
-            let Some(times) = parse_schedstat(&stat) else {
+            let (Some(times), Some(system_ticks)) =
+                (parse_schedstat(&schedstat), stat_field(&stat, 15))
+            else {
                 continue;
             };
             let total = by_name.entry(name.trim().to_owned()).or_default();
             total.run_ns += times.run_ns;
             total.wait_ns += times.wait_ns;
             total.slices += times.slices;
+            total.system_us += system_ticks * 1_000_000 / clock_ticks_per_sec();
         }
     }
     by_name
@@ -174,6 +182,7 @@ fn parse_schedstat(text: &str) -> Option<ThreadTimes> {
         run_ns: fields.next()??,
         wait_ns: fields.next()??,
         slices: fields.next()??,
+        system_us: 0,
     })
 }
 
@@ -227,12 +236,20 @@ fn rollup_field(text: &str, name: &str) -> Option<u64> {
 
 /// utime + stime (ticks) and the thread count from `/proc/<pid>/stat`.
 fn parse_stat(stat: &str) -> Option<(u64, u64)> {
+    let field = |n| stat_field(stat, n);
+    Some((field(14)? + field(15)?, field(20)?))
+}
+
+/// Numeric field `n` (from 3, the state, on) of a `/proc/<pid>/stat` line.
+fn stat_field(stat: &str, n: usize) -> Option<u64> {
     // The command name (field 2) may hold spaces; fields after it start at
     // field 3 (state).
-    let after = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
-    Some((field(14)? + field(15)?, field(20)?))
+    let after = stat.get(stat.rfind(')')? + 2..)?;
+    after
+        .split_whitespace()
+        .nth(n.checked_sub(3)?)?
+        .parse()
+        .ok()
 }
 
 /// `sysconf(_SC_CLK_TCK)`, asked of `getconf` once; 100 if that fails.
@@ -327,7 +344,8 @@ mod tests {
             ThreadTimes {
                 run_ns: 73_223_342,
                 wait_ns: 6_061_254,
-                slices: 337
+                slices: 337,
+                system_us: 0
             }
         );
         assert_eq!(parse_schedstat("1 2"), None);
@@ -335,13 +353,15 @@ mod tests {
             run_ns: 80_000_000,
             wait_ns: 6_061_254,
             slices: 340,
+            system_us: 30_000,
         };
         assert_eq!(
             later.since(times),
             ThreadTimes {
                 run_ns: 6_776_658,
                 wait_ns: 0,
-                slices: 3
+                slices: 3,
+                system_us: 30_000
             }
         );
     }

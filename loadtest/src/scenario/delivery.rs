@@ -534,7 +534,12 @@ async fn execute(d: Delivery<'_>) -> anyhow::Result<Finished> {
             .threads
             .iter()
             .map(|(name, t)| {
-                let times = json!({"cpu_ms": ms(t.run_ns), "runqueue_wait_ms": ms(t.wait_ns), "slices": t.slices});
+                let times = json!({
+                    "cpu_ms": ms(t.run_ns),
+                    "system_ms": ms(t.system_us * 1000),
+                    "runqueue_wait_ms": ms(t.wait_ns),
+                    "slices": t.slices,
+                });
                 (name.clone(), times)
             })
             .collect();
