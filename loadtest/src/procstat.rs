@@ -370,23 +370,32 @@ mod tests {
     fn own_threads_are_summed_by_name() {
         let me = std::process::id();
         let name = "procstat-probe";
+        let (spun, spinning) = std::sync::mpsc::channel::<()>();
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        // The probe runs until it has had 20 ms on a core by its own
+        // count, however long a loaded machine makes that take.
+        let on_core = || {
+            let text = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap();
+            parse_schedstat(&text).unwrap().run_ns
+        };
         let spinner = std::thread::Builder::new()
             .name(name.into())
             .spawn(move || {
-                let start = std::time::Instant::now();
-                while start.elapsed() < std::time::Duration::from_millis(20) {
+                while on_core() < 20_000_000 {
                     std::hint::spin_loop();
                 }
+                let _ = spun.send(());
                 let _ = stopped.recv();
             })
             .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        spinning
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("the probe had 20 ms on a core");
         let threads = threads_by_name(&[me]);
         let _ = stop.send(());
         spinner.join().unwrap();
         let probe = threads.get(name).copied().unwrap_or_default();
-        assert!(probe.run_ns >= 10_000_000, "{threads:?}");
+        assert!(probe.run_ns >= 20_000_000, "{threads:?}");
         assert!(probe.slices >= 1);
     }
 

@@ -59,13 +59,15 @@ pub(crate) enum StreamName<'a> {
     Channel(&'a str),
 }
 
-impl StreamName<'_> {
-    /// The stream's name inside its shard: `b`, `u:<user>`, `c:<channel>`.
-    pub(crate) fn local(&self) -> String {
-        match self {
-            Self::Broadcast => "b".to_owned(),
-            Self::User(user) => format!("u:{user}"),
-            Self::Channel(channel) => format!("c:{channel}"),
+impl<'a> StreamName<'a> {
+    /// The stream's name inside its shard, `b`, `u:<user>` or
+    /// `c:<channel>`, as its kind and its own name (a publish names every
+    /// user's keys: no string is built for this part of them).
+    fn local(&self) -> (&'static str, &'a str) {
+        match *self {
+            Self::Broadcast => ("b", ""),
+            Self::User(user) => ("u:", user),
+            Self::Channel(channel) => ("c:", channel),
         }
     }
 }
@@ -117,9 +119,10 @@ impl Shards {
         match stream {
             StreamName::Broadcast => 0,
             _ => {
-                let hash = stream
-                    .local()
+                let (kind, name) = stream.local();
+                let hash = kind
                     .bytes()
+                    .chain(name.bytes())
                     .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
                         (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
                     });
@@ -129,7 +132,13 @@ impl Shards {
     }
 
     fn key(&self, shard: usize, name: &str) -> String {
-        format!("{}:{name}", self.tags[shard])
+        [self.tags[shard].as_str(), ":", name].concat()
+    }
+
+    /// `{tag}:<what><stream's local name>`, built in one allocation.
+    fn stream_key(&self, stream: StreamName<'_>, what: &str) -> String {
+        let (kind, name) = stream.local();
+        [self.tags[self.of(stream)].as_str(), ":", what, kind, name].concat()
     }
 
     /// The shard's sequence.
@@ -160,22 +169,22 @@ impl Shards {
 
     /// An idempotency key of a push to streams of `shard`.
     pub(crate) fn push_id(&self, shard: usize, id: &str) -> String {
-        self.key(shard, &format!("id:{id}"))
+        [self.tags[shard].as_str(), ":id:", id].concat()
     }
 
     /// A stream's history.
     pub(crate) fn history(&self, stream: StreamName<'_>) -> String {
-        self.key(self.of(stream), &format!("h:{}", stream.local()))
+        self.stream_key(stream, "h:")
     }
 
     /// A stream's sharded pub/sub channel.
     pub(crate) fn bus(&self, stream: StreamName<'_>) -> String {
-        self.key(self.of(stream), &format!("bus:{}", stream.local()))
+        self.stream_key(stream, "bus:")
     }
 
     /// Node `node`'s barrier channel in `shard`.
     pub(crate) fn sync(&self, shard: usize, node: &str) -> String {
-        self.key(shard, &format!("sync:{node}"))
+        [self.tags[shard].as_str(), ":sync:", node].concat()
     }
 
     /// Which shard a channel name of this layout belongs to (its tag).
@@ -257,17 +266,28 @@ mod tests {
         }
     }
 
-    #[test]
-    fn three_masters_of_equal_ranges_hold_three_three_and_two_of_eight_shards() {
-        let shards = Shards::new("pushgate", 8);
+    /// How many of `count` shards each of 3 masters of equal ranges holds.
+    fn per_master_of_three(count: usize) -> [usize; 3] {
+        let shards = Shards::new("pushgate", count);
         let mut per_master = [0; 3];
-        for shard in 0..8 {
+        for shard in 0..count {
             let slot = slot_of(&shards.seq(shard));
             // `redis-cli --cluster create` with 3 masters: 0-5460, 5461-10922, 10923-16383.
             per_master[usize::from(slot >= 5461) + usize::from(slot >= 10923)] += 1;
         }
         per_master.sort_unstable();
-        assert_eq!(per_master, [2, 3, 3]);
+        per_master
+    }
+
+    #[test]
+    fn three_masters_of_equal_ranges_hold_three_three_and_two_of_eight_shards() {
+        assert_eq!(per_master_of_three(8), [2, 3, 3]);
+    }
+
+    #[test]
+    fn three_masters_of_equal_ranges_hold_two_each_of_the_default_six() {
+        assert_eq!(crate::config::BrokerConfig::default().shards, 6);
+        assert_eq!(per_master_of_three(6), [2, 2, 2]);
     }
 
     #[test]
@@ -300,6 +320,44 @@ mod tests {
             shards.tags[(shards.of(StreamName::User("alice")) + 1) % 8]
         );
         assert_eq!(shards.stream_of_channel(&wrong), None);
+    }
+
+    #[test]
+    fn names_and_shards_do_not_change_between_builds() {
+        // Every node of a deployment, whatever its version, must put a
+        // stream on the same shard under the same names.
+        let shards = Shards::new("pushgate", 6);
+        let probe = [
+            StreamName::Broadcast,
+            StreamName::User("alice"),
+            StreamName::User("bob"),
+            StreamName::Channel("news"),
+            StreamName::Channel("city:berlin"),
+        ];
+        let seen: Vec<(usize, String, String)> = probe
+            .iter()
+            .map(|s| (shards.of(*s), shards.history(*s), shards.bus(*s)))
+            .collect();
+        let pinned = [
+            (0, "{pushgate:s0:60}:h:b", "{pushgate:s0:60}:bus:b"),
+            (
+                2,
+                "{pushgate:s2:8}:h:u:alice",
+                "{pushgate:s2:8}:bus:u:alice",
+            ),
+            (1, "{pushgate:s1:27}:h:u:bob", "{pushgate:s1:27}:bus:u:bob"),
+            (3, "{pushgate:s3:0}:h:c:news", "{pushgate:s3:0}:bus:c:news"),
+            (
+                3,
+                "{pushgate:s3:0}:h:c:city:berlin",
+                "{pushgate:s3:0}:bus:c:city:berlin",
+            ),
+        ];
+        let pinned: Vec<(usize, String, String)> = pinned
+            .iter()
+            .map(|(shard, history, bus)| (*shard, history.to_string(), bus.to_string()))
+            .collect();
+        assert_eq!(seen, pinned);
     }
 
     #[test]
