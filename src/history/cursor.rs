@@ -104,6 +104,17 @@ pub const MAX_POSITIONS: usize = 64;
 pub struct Position(Vec<Cursor>);
 
 impl Position {
+    /// The position as a cursor's text, in one allocation: a node writes
+    /// it into every message it hands over (`{self}` would grow a string
+    /// from nothing, several allocations for a few shards).
+    pub fn to_text(&self) -> String {
+        use fmt::Write as _;
+        // 16 hex digits, `-`, at most 20 digits, and a `.` between.
+        let mut text = String::with_capacity(self.0.len() * 38);
+        let _ = write!(text, "{self}");
+        text
+    }
+
     /// One position per shard (at least one).
     pub fn new(shards: Vec<Cursor>) -> Self {
         debug_assert!(!shards.is_empty());
@@ -469,6 +480,24 @@ mod tests {
 
     fn position(shards: &[(u64, u64)]) -> Position {
         Position::new(shards.iter().map(|(e, s)| Cursor::new(*e, *s)).collect())
+    }
+
+    #[test]
+    fn a_positions_text_is_its_display_in_one_allocation() {
+        let widest = position(&[(u64::MAX, u64::MAX); 6]);
+        for at in [position(&[(1, 5)]), position(&[(0xab, 7), (2, 0)]), widest] {
+            let text = at.to_text();
+            assert_eq!(text, at.to_string());
+            assert_eq!(
+                text.capacity(),
+                at.shards().len() * 38,
+                "never grown: {text}"
+            );
+        }
+        assert_eq!(
+            position(&[(u64::MAX, u64::MAX); 6]).to_text().len(),
+            6 * 38 - 1
+        );
     }
 
     #[test]

@@ -478,26 +478,26 @@ impl Frame {
             return None;
         }
         let cursor = self.0.cursor.as_deref()?;
-        let json = self.0.json.as_bytes();
-        let field = format!("\"cursor\":\"{cursor}\"");
-        // Inside a JSON string every quote is escaped, so the field's
-        // pattern can only match the field itself.
-        let at = json
-            .windows(field.len())
-            .position(|window| window == field.as_bytes())?;
-        let start = at + "\"cursor\":\"".len();
-        let end = at + field.len() - 1;
-        let mut out = BytesMut::with_capacity(json.len() + new.len());
-        out.put_slice(&json[..start]);
-        // Cursors are `[0-9a-f.~-]`: nothing to escape.
-        out.put_slice(new.as_bytes());
-        out.put_slice(&json[end..]);
-        let json = Utf8Bytes::try_from(out.freeze()).ok()?;
-        let mut frame = Self::from_parts(self.0.kind, self.0.seq, json, Some(new));
+        let mut frame =
+            Self::message_with_cursor_in(self.0.seq, self.0.json.as_bytes(), cursor, new)?;
         if let Some(inner) = Arc::get_mut(&mut frame.0) {
             inner.shard = self.0.shard;
         }
         Some(frame)
+    }
+
+    /// The `message` frame of `json` (a message whose cursor field holds
+    /// `old`) with `new` in that field, built in one go. `None` if the
+    /// field is not there or the bytes are not UTF-8.
+    fn message_with_cursor_in(seq: u64, json: &[u8], old: &str, new: &str) -> Option<Self> {
+        let at = cursor_value(json, old)?;
+        let mut out = BytesMut::with_capacity(json.len() - old.len() + new.len());
+        out.put_slice(&json[..at]);
+        // Cursors are `[0-9a-f.~-]`: nothing to escape.
+        out.put_slice(new.as_bytes());
+        out.put_slice(&json[at + old.len()..]);
+        let json = Utf8Bytes::try_from(out.freeze()).ok()?;
+        Some(Self::from_parts(FrameKind::Message, seq, json, Some(new)))
     }
 
     /// The `message` frame of message number `seq`; see [`message`].
@@ -533,6 +533,26 @@ impl Frame {
     /// UTF-8.
     pub(crate) fn shard_message(shard: u16, seq: u64, cursor: &str, json: Bytes) -> Option<Self> {
         let mut frame = Self::message_from_json(seq, cursor, json)?;
+        if let Some(inner) = Arc::get_mut(&mut frame.0) {
+            inner.shard = shard;
+        }
+        Some(frame)
+    }
+
+    /// A `message` frame from JSON another node encoded with cursor
+    /// `theirs`, numbered `seq` in shard `shard` of a sharded broker,
+    /// carrying `cursor` (this node's position) instead: what
+    /// [`Self::shard_message`] then [`Self::with_cursor`] give, built once
+    /// (a node does this for every message it takes from the broker).
+    /// `None` if the bytes are not UTF-8 or hold no cursor `theirs`.
+    pub(crate) fn shard_message_with_cursor(
+        shard: u16,
+        seq: u64,
+        theirs: &str,
+        json: &[u8],
+        cursor: &str,
+    ) -> Option<Self> {
+        let mut frame = Self::message_with_cursor_in(seq, json, theirs, cursor)?;
         if let Some(inner) = Arc::get_mut(&mut frame.0) {
             inner.shard = shard;
         }
@@ -712,6 +732,25 @@ fn put_sse_lines(buf: &mut BytesMut, name: &str, text: &[u8]) {
     for line in lines {
         put_sse_field(buf, name, line);
     }
+}
+
+/// Where the value of the field `"cursor":"<cursor>"` starts in a
+/// message's JSON, found without building the pattern. Inside a JSON
+/// string every quote is escaped, so `"cursor":"` outside the frame's own
+/// field can only be a key of the message's data, which comes after it:
+/// the first match is the field.
+fn cursor_value(json: &[u8], cursor: &str) -> Option<usize> {
+    const KEY: &[u8] = b"\"cursor\":\"";
+    let mut from = 0;
+    while let Some(found) = json[from..].windows(KEY.len()).position(|w| w == KEY) {
+        let start = from + found + KEY.len();
+        let value = json.get(start..start + cursor.len())?;
+        if value == cursor.as_bytes() && json.get(start + cursor.len()) == Some(&b'"') {
+            return Some(start);
+        }
+        from = start;
+    }
+    None
 }
 
 #[cfg(test)]
@@ -1070,6 +1109,44 @@ mod parts_tests {
         let not_utf8 = || Bytes::from_static(b"{\xff}");
         assert!(Frame::message_from_json(1, "c", not_utf8()).is_none());
         assert!(Frame::shard_message(1, 1, "c", not_utf8()).is_none());
+        // Built in one go: the same as taking it, then moving its cursor.
+        let direct =
+            Frame::shard_message_with_cursor(3, 9, "c9", &json("c9"), "c10").expect("a message");
+        assert_eq!(
+            (direct.seq(), direct.shard(), direct.cursor()),
+            (9, 3, Some("c10"))
+        );
+        assert_eq!(direct.json(), moved.json());
+        assert!(
+            Frame::shard_message_with_cursor(1, 1, "c", b"{\"cursor\":\"c\xff\"}", "d").is_none()
+        );
+        assert!(
+            Frame::shard_message_with_cursor(1, 1, "other", &json("c9"), "d").is_none(),
+            "their cursor is not in the JSON"
+        );
+    }
+
+    #[test]
+    fn only_the_frames_own_cursor_field_is_replaced() {
+        // The data may hold a "cursor" key, even with the same value; it
+        // comes after the frame's own field and is left alone. A prefix of
+        // the cursor in an earlier field is not the field.
+        let json = br#"{"type":"message","id":"m","cursor":"c1","stream":"broadcast","data":{"cursor":"c1"}}"#;
+        let frame = Frame::shard_message_with_cursor(0, 1, "c1", json, "c2").expect("a message");
+        assert_eq!(
+            std::str::from_utf8(frame.json()),
+            Ok(
+                r#"{"type":"message","id":"m","cursor":"c2","stream":"broadcast","data":{"cursor":"c1"}}"#
+            )
+        );
+        let json = br#"{"type":"message","id":"m","cursor":"c12","data":{"cursor":"c1"}}"#;
+        let frame = Frame::shard_message_with_cursor(0, 1, "c1", json, "c2").expect("a message");
+        assert_eq!(
+            std::str::from_utf8(frame.json()),
+            Ok(r#"{"type":"message","id":"m","cursor":"c12","data":{"cursor":"c2"}}"#),
+            "the first field whose whole value is the cursor"
+        );
+        assert_eq!(cursor_value(br#"{"cursor":"c"#, "c1"), None, "cut short");
     }
 
     #[test]

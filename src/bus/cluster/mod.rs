@@ -521,9 +521,8 @@ impl Shared {
         json: Bytes,
     ) {
         position.advance(shard, at);
-        let cursor = position.to_string();
-        let frame = Frame::shard_message(shard as u16, at.seq, at_text, json)
-            .and_then(|frame| frame.with_cursor(&cursor));
+        let cursor = position.to_text();
+        let frame = Frame::shard_message_with_cursor(shard as u16, at.seq, at_text, &json, &cursor);
         let Some(frame) = frame else {
             warn!("redis cluster: bus message is not a message frame");
             return;
