@@ -89,7 +89,7 @@ impl std::fmt::Debug for Fanout {
 /// whoever hands it over, when every lane is idle (see the module's
 /// doc): a few sends, some 10 µs each, are cheaper there than waking
 /// every lane for them, and hold the caller (a bus's receiver, a push)
-/// for about 0.1 ms at most. Measured on a Redis Cluster (README,
+/// for about 0.1 ms at most. Measured on a Redis Cluster (docs/cluster-measurements.md,
 /// "Small personal messages delivered at once"): at 16 a node taking
 /// bursts of about 12 users spent more CPU than with the lanes, at 8 less.
 const AT_ONCE_MAX_USERS: usize = 8;
