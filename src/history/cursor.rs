@@ -104,17 +104,6 @@ pub const MAX_POSITIONS: usize = 64;
 pub struct Position(Vec<Cursor>);
 
 impl Position {
-    /// The position as a cursor's text, in one allocation: a node writes
-    /// it into every message it hands over (`{self}` would grow a string
-    /// from nothing, several allocations for a few shards).
-    pub fn to_text(&self) -> String {
-        use fmt::Write as _;
-        // 16 hex digits, `-`, at most 20 digits, and a `.` between.
-        let mut text = String::with_capacity(self.0.len() * 38);
-        let _ = write!(text, "{self}");
-        text
-    }
-
     /// One position per shard (at least one).
     pub fn new(shards: Vec<Cursor>) -> Self {
         debug_assert!(!shards.is_empty());
@@ -201,6 +190,93 @@ impl fmt::Display for Position {
         }
         Ok(())
     }
+}
+
+/// A node's [`Position`] with its text kept beside it: a sharded node
+/// writes its position into every message it hands over, and a message
+/// moves one shard, so only that shard's part is formatted again (not
+/// every shard's), and the text is rebuilt in place from the parts with
+/// no allocation once every part has reached its widest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NodePosition {
+    position: Position,
+    /// Each shard's cursor as text, in shard order.
+    parts: Vec<String>,
+    /// The parts joined by `.`: the position's `Display`.
+    text: String,
+}
+
+impl NodePosition {
+    /// Keeps `position` and its text.
+    pub(crate) fn new(position: Position) -> Self {
+        let parts: Vec<String> = position
+            .0
+            .iter()
+            .map(|at| {
+                let mut part = String::with_capacity(MAX_CURSOR_LEN);
+                write_cursor(&mut part, *at);
+                part
+            })
+            .collect();
+        let mut node = Self {
+            text: String::with_capacity(parts.len() * (MAX_CURSOR_LEN + 1)),
+            position,
+            parts,
+        };
+        node.join();
+        node
+    }
+
+    /// The position.
+    pub(crate) fn position(&self) -> &Position {
+        &self.position
+    }
+
+    /// The position's text, as its `Display` writes it.
+    pub(crate) fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// [`Position::advance`], with the text following.
+    pub(crate) fn advance(&mut self, shard: usize, to: Cursor) -> bool {
+        let moved = self.position.advance(shard, to);
+        if moved {
+            self.rewrite(shard);
+        }
+        moved
+    }
+
+    /// [`Position::reset`], with the text following.
+    pub(crate) fn reset(&mut self, shard: usize, to: Cursor) {
+        self.position.reset(shard, to);
+        self.rewrite(shard);
+    }
+
+    /// Formats shard `shard`'s part again and rejoins the text.
+    fn rewrite(&mut self, shard: usize) {
+        let (Some(at), Some(part)) = (self.position.0.get(shard), self.parts.get_mut(shard)) else {
+            return;
+        };
+        part.clear();
+        write_cursor(part, *at);
+        self.join();
+    }
+
+    fn join(&mut self) {
+        self.text.clear();
+        for (i, part) in self.parts.iter().enumerate() {
+            if i > 0 {
+                self.text.push('.');
+            }
+            self.text.push_str(part);
+        }
+    }
+}
+
+/// Writes `at` as its `Display` does.
+fn write_cursor(out: &mut String, at: Cursor) {
+    use fmt::Write as _;
+    let _ = write!(out, "{at}");
 }
 
 /// The most channels a cursor's coverage may name.
@@ -483,21 +559,39 @@ mod tests {
     }
 
     #[test]
-    fn a_positions_text_is_its_display_in_one_allocation() {
-        let widest = position(&[(u64::MAX, u64::MAX); 6]);
-        for at in [position(&[(1, 5)]), position(&[(0xab, 7), (2, 0)]), widest] {
-            let text = at.to_text();
-            assert_eq!(text, at.to_string());
-            assert_eq!(
-                text.capacity(),
-                at.shards().len() * 38,
-                "never grown: {text}"
-            );
-        }
+    fn a_node_positions_text_follows_every_move() {
+        let mut at = NodePosition::new(position(&[(1, 5), (2, 7), (3, 0)]));
         assert_eq!(
-            position(&[(u64::MAX, u64::MAX); 6]).to_text().len(),
-            6 * 38 - 1
+            at.text(),
+            "0000000000000001-5.0000000000000002-7.0000000000000003-0"
         );
+        assert!(at.advance(1, Cursor::new(2, 8)));
+        assert_eq!(
+            at.text(),
+            "0000000000000001-5.0000000000000002-8.0000000000000003-0"
+        );
+        assert!(!at.advance(0, Cursor::new(1, 4)), "not backwards");
+        assert_eq!(at.text(), at.position().to_string());
+        at.reset(2, Cursor::new(9, 100));
+        assert_eq!(
+            at.text(),
+            "0000000000000001-5.0000000000000002-8.0000000000000009-100"
+        );
+        assert!(!at.advance(7, Cursor::new(1, 1)), "no such shard");
+        at.reset(7, Cursor::new(1, 1));
+        assert_eq!(at.text(), at.position().to_string());
+    }
+
+    #[test]
+    fn a_node_positions_text_is_never_grown() {
+        let mut at = NodePosition::new(position(&[(0, 0); 6]));
+        let capacity = at.text.capacity();
+        assert_eq!(capacity, 6 * (MAX_CURSOR_LEN + 1));
+        for shard in 0..6 {
+            at.advance(shard, Cursor::new(u64::MAX, u64::MAX));
+        }
+        assert_eq!(at.text().len(), 6 * (MAX_CURSOR_LEN + 1) - 1);
+        assert_eq!(at.text.capacity(), capacity, "{}", at.text());
     }
 
     #[test]
@@ -572,6 +666,28 @@ mod tests {
     }
 
     proptest! {
+        /// Whatever moves a node's position, its text is the position's
+        /// `Display`.
+        #[test]
+        fn a_node_positions_text_is_its_positions_display(
+            start in proptest::collection::vec((0u64..3, any::<u64>()), 1..8),
+            moves in proptest::collection::vec((any::<bool>(), 0usize..9, 0u64..3, any::<u64>()), 0..40),
+        ) {
+            let mut at = NodePosition::new(position(&start));
+            for (reset, shard, epoch, seq) in moves {
+                let to = Cursor::new(epoch, seq);
+                let mut model = at.position().clone();
+                if reset {
+                    at.reset(shard, to);
+                    model.reset(shard, to);
+                } else {
+                    prop_assert_eq!(at.advance(shard, to), model.advance(shard, to));
+                }
+                prop_assert_eq!(at.position(), &model);
+                prop_assert_eq!(at.text(), model.to_string());
+            }
+        }
+
         #[test]
         fn every_cursor_round_trips(epoch in any::<u64>(), seq in any::<u64>()) {
             let cursor = Cursor::new(epoch, seq);

@@ -5,6 +5,7 @@ pub(crate) mod dedupe;
 pub(crate) mod ring;
 pub(crate) mod store;
 
+pub(crate) use cursor::NodePosition;
 pub use cursor::{BadCursor, ConnCursor, Coverage, Cursor, Position};
 pub use dedupe::Dedupe;
 pub use ring::Ring;

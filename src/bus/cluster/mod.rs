@@ -65,7 +65,7 @@ use super::{
     Bus, BusError, ChannelMembers, Open, OpenError, Opened, Publish, Published, PushTarget,
 };
 use crate::config::BrokerConfig;
-use crate::history::{ConnCursor, Cursor, Position};
+use crate::history::{ConnCursor, Cursor, NodePosition, Position};
 use crate::metrics::Counters;
 use crate::protocol::frame::{Frame, Stream, message_parts};
 use crate::protocol::{Channel, Transport, UserId};
@@ -111,8 +111,9 @@ struct Shared {
     history_size: usize,
     /// Per shard, the last message delivered here (or passed by a
     /// barrier). Locked while a message is handed to the fan-out, so the
-    /// fan-out's order is the order positions moved in.
-    position: Mutex<Position>,
+    /// fan-out's order is the order positions moved in. Its text is kept
+    /// beside it: every message handed over carries it.
+    position: Mutex<NodePosition>,
     fanout: Fanout,
     interest: Interest,
     /// Barriers sent and not yet arrived: token -> who waits.
@@ -234,7 +235,7 @@ impl ClusterBus {
             registry,
             counters,
             history_size,
-            position: Mutex::new(Position::new(positions)),
+            position: Mutex::new(NodePosition::new(Position::new(positions))),
             fanout,
             barriers: Mutex::new(HashMap::new()),
             next_barrier: AtomicU64::new(1),
@@ -468,7 +469,7 @@ impl Shared {
     /// was a stream's message (which the received counter counts).
     fn on_message(
         &self,
-        position: &mut Position,
+        position: &mut NodePosition,
         batch: &mut Batch<'_>,
         channel: &str,
         payload: &[u8],
@@ -489,7 +490,7 @@ impl Shared {
                 message.cursor,
                 message.cursor_text.to_owned(),
                 message.target,
-                message.json,
+                Bytes::copy_from_slice(message.json),
             ));
             return true;
         }
@@ -512,17 +513,17 @@ impl Shared {
     #[allow(clippy::too_many_arguments)]
     fn hand_over(
         &self,
-        position: &mut Position,
+        position: &mut NodePosition,
         batch: &mut Batch<'_>,
         shard: usize,
         at: Cursor,
         at_text: &str,
         target: PushTarget,
-        json: Bytes,
+        json: &[u8],
     ) {
         position.advance(shard, at);
-        let cursor = position.to_text();
-        let frame = Frame::shard_message_with_cursor(shard as u16, at.seq, at_text, &json, &cursor);
+        let frame =
+            Frame::shard_message_with_cursor(shard as u16, at.seq, at_text, json, position.text());
         let Some(frame) = frame else {
             warn!("redis cluster: bus message is not a message frame");
             return;
@@ -535,7 +536,7 @@ impl Shared {
     /// the shard, back.
     fn on_barrier(
         &self,
-        position: &mut Position,
+        position: &mut NodePosition,
         batch: &mut Batch<'_>,
         shard: usize,
         payload: &[u8],
@@ -563,7 +564,7 @@ impl Shared {
     /// waiter go once the fan-out delivered what came before.
     fn pass_barrier(
         &self,
-        position: &mut Position,
+        position: &mut NodePosition,
         batch: &mut Batch<'_>,
         shard: usize,
         at: Option<Cursor>,
@@ -703,7 +704,7 @@ impl Shared {
     /// failover, history no longer covers it, or Redis did not answer) and
     /// whether the barrier proved the subscriptions deliver.
     async fn catch_up(&self, shard: usize) -> CaughtUp {
-        let from = self.position.lock().shards()[shard];
+        let from = self.position.lock().position().shards()[shard];
         let channels = self.interest.subscribed();
         let streams: Vec<StreamName<'_>> = channels
             .iter()
@@ -787,7 +788,7 @@ impl Shared {
         for step in plan.steps {
             match step {
                 Step::HandOver(at, text, target, json) => {
-                    self.hand_over(&mut position, &mut batch, shard, at, &text, target, json);
+                    self.hand_over(&mut position, &mut batch, shard, at, &text, target, &json);
                 }
                 Step::Barrier(at, token) => {
                     self.pass_barrier(&mut position, &mut batch, shard, at, token);
@@ -833,7 +834,7 @@ impl Shared {
                 .map(|channel| self.registry.channel_members(&channel))
                 .unwrap_or_default(),
         };
-        let position = self.position.lock().to_string();
+        let position = self.position.lock().text().to_owned();
         self.fanout.after(Box::new(move || {
             for conn in conns {
                 let cursor = format!("{position}{}", conn.cursor_suffix());
@@ -912,7 +913,7 @@ impl Shared {
             async move { (shard, self.committer.commit(shard, push).await) }
         });
         let replies = join_all(scripts).await;
-        let mut cursor = self.position.lock().clone();
+        let mut cursor = self.position.lock().position().clone();
         let mut fresh = false;
         for (shard, reply) in replies {
             let (new, at) = reply.map_err(|err| {
@@ -1035,7 +1036,7 @@ impl Shared {
         let suffix = suffix_of(&open.channels);
         let covered = open.covered();
         let (cursor, transport) = (open.cursor.clone(), open.transport);
-        let at_attach = self.position.lock().clone();
+        let at_attach = self.position.lock().position().clone();
         let attached = open.attach(&self.registry)?;
         self.interest
             .add(&self.shards.bus(StreamName::User(user.as_str())), 1);
@@ -1159,7 +1160,7 @@ impl Shared {
                 .add(&self.shards.bus(StreamName::User(conn.user.as_str())), -1);
             let _ = self.presence.send((conn.user.clone(), -1));
         }
-        self.position.lock().clone()
+        self.position.lock().position().clone()
     }
 }
 
@@ -1321,7 +1322,7 @@ impl Bus for ClusterBus {
     }
 
     fn position(&self) -> Position {
-        self.shared.position.lock().clone()
+        self.shared.position.lock().position().clone()
     }
 
     fn shards(&self) -> usize {

@@ -306,9 +306,11 @@ impl Shared {
             warn!("redis: malformed bus message");
             return;
         };
-        let Some(frame) =
-            Frame::message_from_json(message.cursor.seq, message.cursor_text, message.json)
-        else {
+        let Some(frame) = Frame::message_from_json(
+            message.cursor.seq,
+            message.cursor_text,
+            Bytes::copy_from_slice(message.json),
+        ) else {
             warn!("redis: bus message is not UTF-8");
             return;
         };
@@ -526,7 +528,7 @@ pub(crate) struct BusMessage<'a> {
     /// Who it is for.
     pub target: PushTarget,
     /// The frame, as encoded by the publisher.
-    pub json: Bytes,
+    pub json: &'a [u8],
 }
 
 impl<'a> BusMessage<'a> {
@@ -557,7 +559,7 @@ impl<'a> BusMessage<'a> {
             cursor,
             cursor_text,
             target,
-            json: Bytes::copy_from_slice(json),
+            json,
         })
     }
 }
