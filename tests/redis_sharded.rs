@@ -772,3 +772,130 @@ async fn concurrent_pushes_share_their_shards_scripts_and_each_is_delivered_once
         "nothing more"
     );
 }
+
+/// `GET path` with the API key: the JSON answer.
+async fn ask(gw: &Gateway, path: &str) -> serde_json::Value {
+    let auth = format!("Bearer {}", support::API_KEY);
+    gw.request(hyper::Method::GET, path, &[("authorization", &auth)], "")
+        .await
+        .json()
+}
+
+/// Polls `path` on `gw` until it answers `want`, or fails.
+async fn answers(gw: &Gateway, path: &str, want: serde_json::Value) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let got = ask(gw, path).await;
+        if got == want {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{path}: {got}, never {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// How many of this test's presence hashes named like `pattern` (after
+/// the shard tags' `{prefix:s`) on the master at `port` count `field`.
+fn hashes_counting(
+    cluster: &LocalCluster,
+    port: u16,
+    prefix: &str,
+    pattern: &str,
+    field: &str,
+) -> usize {
+    let keys = cluster.cli_at(
+        port,
+        &["--scan", "--pattern", &format!("{{{prefix}:s*}}:{pattern}")],
+    );
+    keys.lines()
+        .filter(|key| !key.is_empty())
+        .filter(|key| !cluster.cli_at(port, &["hget", key, field]).is_empty())
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn presence_counts_every_node_and_is_kept_on_each_streams_master() {
+    let Some(cluster) = LocalCluster::start("presence") else {
+        return;
+    };
+    let prefix = support::redis::prefix("presence");
+    let a = Gateway::start(open_channels(&cluster, &prefix)).await;
+    let b = Gateway::start(open_channels(&cluster, &prefix)).await;
+    let layout = cluster.layout(&prefix);
+    let home = |history: &str| cluster.master_of(cluster.keyslot(history));
+    let alice_home = home(&layout.user_history("alice"));
+    let bob = (0..1000)
+        .map(|n| format!("bob{n}"))
+        .find(|user| home(&layout.user_history(user)) != alice_home)
+        .expect("shards over 3 masters: some user is elsewhere");
+    let bob_home = home(&layout.user_history(&bob));
+    let news_home = home(&layout.channel_history("news"));
+
+    let alice_a = a.connect("alice").await;
+    let alice_b = Sse::open(
+        b.addr,
+        &format!("{}&channels=news", sse_path("alice", None)),
+        &[],
+    )
+    .await;
+    let bob_b = b.connect(&bob).await;
+    for node in [&a, &b] {
+        answers(
+            node,
+            "/users/alice",
+            json!({"online": true, "connections": 2}),
+        )
+        .await;
+        answers(
+            node,
+            &format!("/users/{bob}"),
+            json!({"online": true, "connections": 1}),
+        )
+        .await;
+        answers(
+            node,
+            "/channels/news",
+            json!({"subscribers": 1, "users": 1}),
+        )
+        .await;
+    }
+
+    // Each count on its own stream's master: presence spreads as streams do.
+    for (_, port) in cluster.masters() {
+        let users = |user: &str| hashes_counting(&cluster, port, &prefix, "presence:*", user);
+        assert_eq!(
+            users("alice"),
+            if port == alice_home { 2 } else { 0 },
+            "alice on {port}"
+        );
+        assert_eq!(
+            users(&bob),
+            usize::from(port == bob_home),
+            "{bob} on {port}"
+        );
+        assert_eq!(
+            hashes_counting(&cluster, port, &prefix, "cp:*:news", "alice"),
+            usize::from(port == news_home),
+            "news on {port}"
+        );
+    }
+
+    drop(alice_b);
+    answers(
+        &a,
+        "/users/alice",
+        json!({"online": true, "connections": 1}),
+    )
+    .await;
+    answers(&a, "/channels/news", json!({"subscribers": 0, "users": 0})).await;
+    drop((alice_a, bob_b));
+    answers(
+        &b,
+        "/users/alice",
+        json!({"online": false, "connections": 0}),
+    )
+    .await;
+}

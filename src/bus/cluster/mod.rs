@@ -59,7 +59,7 @@ use self::probe::{Due, Probes};
 use self::shards::{Shards, StreamName};
 use super::fanout::{Batch, Fanout};
 use super::redis::BusMessage;
-use super::redis::presence::{self, Presence};
+use super::redis::presence::{self, Owner, Presence};
 use super::resume::Resume;
 use super::{
     Bus, BusError, ChannelMembers, Open, OpenError, Opened, Publish, Published, PushTarget,
@@ -214,7 +214,18 @@ impl ClusterBus {
         let (presence_tx, presence_rx) = mpsc::unbounded_channel();
         let presence_keys = Arc::new(Presence {
             conn: conn.clone(),
-            prefix: format!("{{{}}}", config.key_prefix),
+            places: (0..shards.count())
+                .map(|shard| shards.tag(shard).to_owned())
+                .collect(),
+            place_of: {
+                let shards = shards.clone();
+                Box::new(move |owner| {
+                    shards.of(match owner {
+                        Owner::User(user) => StreamName::User(user),
+                        Owner::Channel(channel) => StreamName::Channel(channel),
+                    })
+                })
+            },
             registry: Arc::clone(&registry),
             ttl_ms: crate::clamp::millis(config.presence_ttl()),
         });

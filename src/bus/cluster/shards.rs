@@ -131,6 +131,12 @@ impl Shards {
         }
     }
 
+    /// Shard `shard`'s hash tag, braces included: a key that starts with
+    /// it is on the shard's slot.
+    pub(crate) fn tag(&self, shard: usize) -> &str {
+        &self.tags[shard]
+    }
+
     fn key(&self, shard: usize, name: &str) -> String {
         [self.tags[shard].as_str(), ":", name].concat()
     }

@@ -168,7 +168,8 @@ impl RedisBus {
         let (presence_tx, presence_rx) = mpsc::unbounded_channel();
         let presence_keys = Arc::new(presence::Presence {
             conn: conn.clone(),
-            prefix: config.key_prefix.clone(),
+            places: vec![config.key_prefix.clone()],
+            place_of: Box::new(|_| 0),
             registry: Arc::clone(&registry),
             ttl_ms: crate::clamp::millis(config.presence_ttl()),
         });

@@ -2,7 +2,14 @@
 //! per user, and one per channel it has connections in (user -> count),
 //! refreshed from its registry on every heartbeat and expiring with the
 //! node, so a crashed node's counts vanish after the presence ttl.
+//!
+//! The keys live in *places*: one on a single Redis (the key prefix), one
+//! per shard on a Redis Cluster (the shard's hash tag), a user's and a
+//! channel's counts in their own stream's shard. Each place has its own
+//! set of live nodes, so a count is one script on one slot, and presence
+//! traffic spreads over the masters as the streams do.
 
+use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,20 +22,73 @@ use crate::bus::{BusError, ChannelMembers};
 use crate::protocol::{Channel, UserId};
 use crate::registry::{MembershipChange, Registry};
 
+/// Whose counts: a user's, or a channel's (each kept in one place).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Owner<'a> {
+    /// A user's connections.
+    User(&'a str),
+    /// A channel's members.
+    Channel(&'a str),
+}
+
+/// Which place an owner's counts are kept in (an index into `places`).
+pub(crate) type PlaceOf = Box<dyn Fn(Owner<'_>) -> usize + Send + Sync>;
+
 /// What the presence task and queries need: a connection to Redis (one
-/// Redis, or a cluster: every presence key is under `prefix`, which on a
-/// cluster is a hash tag, so the scripts stay on one slot), the registry
-/// to snapshot, and how long a node's counts outlive it.
-#[derive(Debug)]
+/// Redis, or a cluster), where the keys live, the registry to snapshot,
+/// and how long a node's counts outlive it.
 pub(crate) struct Presence<C> {
     /// Where the counts are kept.
     pub conn: C,
-    /// Prefix of every presence key.
-    pub prefix: String,
+    /// The prefix of each place's keys (at least one). On a cluster each
+    /// is a hash tag, so a place's scripts stay on one slot.
+    pub places: Vec<String>,
+    /// Which place an owner's counts are in; always below `places.len()`.
+    pub place_of: PlaceOf,
     /// This node's connections.
     pub registry: Arc<Registry>,
     /// How long a node's counts outlive its last heartbeat, in ms.
     pub ttl_ms: u64,
+}
+
+impl<C> fmt::Debug for Presence<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Presence")
+            .field("places", &self.places)
+            .field("ttl_ms", &self.ttl_ms)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C> Presence<C> {
+    /// The prefix of `owner`'s place.
+    fn place(&self, owner: Owner<'_>) -> &str {
+        let place = (self.place_of)(owner).min(self.places.len() - 1);
+        &self.places[place]
+    }
+}
+
+/// The names of one node's keys in one place (`P` the place's prefix).
+struct NodeKeys {
+    /// `P:presence:<node>`: the node's user -> count hash.
+    users: String,
+    /// `P:nodes`: live nodes by last heartbeat.
+    nodes: String,
+    /// `P:cp:<node>:`, followed by a channel's name: that channel's hash.
+    channel_prefix: String,
+    /// `P:cpn:<node>`: the channels the node has hashes for.
+    channels: String,
+}
+
+impl NodeKeys {
+    fn new(place: &str, node: &str) -> Self {
+        Self {
+            users: format!("{place}:presence:{node}"),
+            nodes: nodes_key(place),
+            channel_prefix: format!("{place}:cp:{node}:"),
+            channels: format!("{place}:cpn:{node}"),
+        }
+    }
 }
 
 /// Replaces the node's hash with a snapshot and records its heartbeat.
@@ -116,13 +176,14 @@ end
 return out
 ";
 
-fn nodes_key<C>(presence: &Presence<C>) -> String {
-    format!("{}:nodes", presence.prefix)
+fn nodes_key(place: &str) -> String {
+    format!("{place}:nodes")
 }
 
 /// The node's presence task: applies changes as they come, and re-sends
 /// the whole snapshot every third of the ttl (which also heals counts a
-/// Redis outage made stale).
+/// Redis outage made stale), one snapshot per place; every place lists
+/// the node as live, so a count there finds the node's first user at once.
 pub(crate) async fn run<C: ConnectionLike + Clone + Send + Sync>(
     shared: Arc<Presence<C>>,
     mut changes: mpsc::UnboundedReceiver<(UserId, i64)>,
@@ -130,9 +191,12 @@ pub(crate) async fn run<C: ConnectionLike + Clone + Send + Sync>(
     ttl: Duration,
 ) {
     let node = format!("{:016x}", rand::random::<u64>());
-    let hash = format!("{}:presence:{node}", shared.prefix);
-    let channel_prefix = format!("{}:cp:{node}:", shared.prefix);
-    let channel_set = format!("{}:cpn:{node}", shared.prefix);
+    let keys: Vec<NodeKeys> = shared
+        .places
+        .iter()
+        .map(|place| NodeKeys::new(place, &node))
+        .collect();
+    let keys_of = |owner: Owner<'_>| &keys[(shared.place_of)(owner).min(keys.len() - 1)];
     let ttl_ms = crate::clamp::millis(ttl);
     let heartbeat = Script::new(HEARTBEAT);
     let change = Script::new(CHANGE);
@@ -146,7 +210,7 @@ pub(crate) async fn run<C: ConnectionLike + Clone + Send + Sync>(
             next = changes.recv() => {
                 let Some((user, delta)) = next else { return };
                 change
-                    .key(&hash)
+                    .key(&keys_of(Owner::User(user.as_str())).users)
                     .arg(user.as_str())
                     .arg(delta)
                     .arg(ttl_ms)
@@ -156,9 +220,10 @@ pub(crate) async fn run<C: ConnectionLike + Clone + Send + Sync>(
             }
             next = memberships.recv() => {
                 let Some((channel, user, delta)) = next else { return };
+                let keys = keys_of(Owner::Channel(channel.as_str()));
                 channel_change
-                    .key(format!("{channel_prefix}{channel}"))
-                    .key(&channel_set)
+                    .key(format!("{}{channel}", keys.channel_prefix))
+                    .key(&keys.channels)
                     .arg(user.as_str())
                     .arg(delta)
                     .arg(ttl_ms)
@@ -171,29 +236,65 @@ pub(crate) async fn run<C: ConnectionLike + Clone + Send + Sync>(
                 // Changes queued so far are in the snapshot.
                 while changes.try_recv().is_ok() {}
                 while memberships.try_recv().is_ok() {}
-                let mut invocation = channels_beat.prepare_invoke();
-                invocation.key(&channel_set).arg(&channel_prefix).arg(ttl_ms);
-                for (channel, users) in shared.registry.channel_snapshot() {
-                    invocation.arg(channel.as_str()).arg(users.len());
-                    for (user, count) in users {
-                        invocation.arg(user.as_str()).arg(count);
-                    }
-                }
-                if let Err(err) = invocation.invoke_async::<i64>(&mut conn).await {
-                    warn!(error = %err, "redis: channel presence update failed");
-                }
-                let mut invocation = heartbeat.prepare_invoke();
-                invocation.key(&hash).key(nodes_key(&shared)).arg(&node).arg(ttl_ms);
-                for (user, count) in shared.registry.connection_counts() {
-                    invocation.arg(user.as_str()).arg(count);
-                }
-                invocation.invoke_async::<i64>(&mut conn).await.map(drop)
+                beat_everywhere(&shared, &mut conn, &node, &keys, ttl_ms, &heartbeat, &channels_beat).await
             }
         };
         if let Err(err) = result {
             warn!(error = %err, "redis: presence update failed");
         }
     }
+}
+
+/// One heartbeat: each place's snapshot of the node's channels and users,
+/// one script each.
+async fn beat_everywhere<C: ConnectionLike + Clone + Send + Sync>(
+    shared: &Presence<C>,
+    conn: &mut C,
+    node: &str,
+    keys: &[NodeKeys],
+    ttl_ms: u64,
+    heartbeat: &Script,
+    channels_beat: &Script,
+) -> redis::RedisResult<()> {
+    let place_of = |owner: Owner<'_>| (shared.place_of)(owner).min(keys.len() - 1);
+    let mut channels: Vec<Vec<_>> = keys.iter().map(|_| Vec::new()).collect();
+    for (channel, users) in shared.registry.channel_snapshot() {
+        channels[place_of(Owner::Channel(channel.as_str()))].push((channel, users));
+    }
+    let mut users: Vec<Vec<_>> = keys.iter().map(|_| Vec::new()).collect();
+    for (user, count) in shared.registry.connection_counts() {
+        users[place_of(Owner::User(user.as_str()))].push((user, count));
+    }
+    let mut result = Ok(());
+    for ((keys, channels), users) in keys.iter().zip(channels).zip(users) {
+        let mut invocation = channels_beat.prepare_invoke();
+        invocation
+            .key(&keys.channels)
+            .arg(&keys.channel_prefix)
+            .arg(ttl_ms);
+        for (channel, users) in channels {
+            invocation.arg(channel.as_str()).arg(users.len());
+            for (user, count) in users {
+                invocation.arg(user.as_str()).arg(count);
+            }
+        }
+        if let Err(err) = invocation.invoke_async::<i64>(conn).await {
+            warn!(error = %err, "redis: channel presence update failed");
+        }
+        let mut invocation = heartbeat.prepare_invoke();
+        invocation
+            .key(&keys.users)
+            .key(&keys.nodes)
+            .arg(node)
+            .arg(ttl_ms);
+        for (user, count) in users {
+            invocation.arg(user.as_str()).arg(count);
+        }
+        if let Err(err) = invocation.invoke_async::<i64>(conn).await {
+            result = Err(err);
+        }
+    }
+    result
 }
 
 /// Who is in `channel` over every live node.
@@ -203,9 +304,10 @@ pub(crate) async fn channel_members<C: ConnectionLike + Clone + Send + Sync>(
     max_listed: usize,
 ) -> Result<ChannelMembers, BusError> {
     let mut conn = shared.conn.clone();
+    let place = shared.place(Owner::Channel(channel.as_str()));
     let pairs: Vec<(String, u64)> = Script::new(CHANNEL_MEMBERS)
-        .key(nodes_key(shared))
-        .arg(&shared.prefix)
+        .key(nodes_key(place))
+        .arg(place)
         .arg(channel.as_str())
         .arg(shared.ttl_ms)
         .invoke_async(&mut conn)
@@ -228,9 +330,10 @@ pub(crate) async fn count<C: ConnectionLike + Clone + Send + Sync>(
     user: &UserId,
 ) -> Result<usize, BusError> {
     let mut conn = shared.conn.clone();
+    let place = shared.place(Owner::User(user.as_str()));
     Script::new(COUNT)
-        .key(nodes_key(shared))
-        .arg(&shared.prefix)
+        .key(nodes_key(place))
+        .arg(place)
         .arg(user.as_str())
         .arg(shared.ttl_ms)
         .invoke_async::<u64>(&mut conn)
