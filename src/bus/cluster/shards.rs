@@ -329,6 +329,26 @@ mod tests {
     }
 
     #[test]
+    fn a_shards_tag_heads_its_keys_and_names_its_slot() {
+        // Presence keeps its keys under each shard's tag: they must land
+        // on the shard's own slot, as its streams' keys do.
+        let shards = Shards::new("pushgate", 6);
+        for shard in 0..shards.count() {
+            let tag = shards.tag(shard);
+            assert!(
+                tag.starts_with("{pushgate:s") && tag.ends_with('}'),
+                "{tag}"
+            );
+            assert!(shards.seq(shard).starts_with(tag), "{tag}");
+            assert_eq!(
+                slot_of(&format!("{tag}:presence:n1")),
+                slot_of(&shards.seq(shard))
+            );
+        }
+        assert_ne!(shards.tag(0), shards.tag(1));
+    }
+
+    #[test]
     fn names_and_shards_do_not_change_between_builds() {
         // Every node of a deployment, whatever its version, must put a
         // stream on the same shard under the same names.
