@@ -24,20 +24,18 @@ fn sample(text: &str, series: &str) -> f64 {
         .unwrap_or_else(|| panic!("no sample {series} in:\n{text}"))
 }
 
-/// Waits until `series` reads `want`.
+/// Waits until `series` reads `want`; the metrics text it was read in.
 async fn eventually(gw: &Gateway, series: &str, want: f64) -> String {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
+    let what = format!("{series} reads {want}");
+    support::ws::until_ok(WAIT, &what, move || async move {
         let text = gw.metrics().await;
         if sample(&text, series) == want {
-            return text;
+            Ok(text)
+        } else {
+            Err(text)
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{series} never read {want}:\n{text}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -25,20 +25,19 @@ async fn user(gw: &Gateway, path_uid: &str) -> Response {
 
 /// Asks until the answer is `want` (connections close asynchronously).
 async fn wait_for(gw: &Gateway, uid: &str, want: Value) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
+    let what = format!("{uid} reads {want}");
+    let want = &want;
+    support::ws::until_ok(WAIT, &what, move || async move {
         let resp = user(gw, uid).await;
         assert_eq!(resp.status, 200, "{:?}", resp.body);
         let got = resp.json();
-        if got == want {
-            return;
+        if got == *want {
+            Ok(())
+        } else {
+            Err(got.to_string())
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{uid}: still {got}, want {want}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -20,15 +20,16 @@ async fn status(gw: &Gateway, path: &str) -> u16 {
         .as_u16()
 }
 
+/// Waits until `path` answers `want`.
 async fn eventually(gw: &Gateway, path: &str, want: u16) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while status(gw, path).await != want {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{path} never answered {want}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let what = format!("{path} answers {want}");
+    support::ws::until_ok(WAIT, &what, move || async move {
+        match status(gw, path).await {
+            got if got == want => Ok(()),
+            got => Err(got.to_string()),
+        }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -29,11 +29,7 @@ async fn nodes(cluster: &LocalCluster, test: &str) -> [Gateway; 3] {
 
 /// Waits until `check` holds, polling, or fails with `what`.
 async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !check() {
-        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    support::ws::eventually(WAIT, what, || std::future::ready(check())).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -783,18 +779,17 @@ async fn ask(gw: &Gateway, path: &str) -> serde_json::Value {
 
 /// Polls `path` on `gw` until it answers `want`, or fails.
 async fn answers(gw: &Gateway, path: &str, want: serde_json::Value) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
+    let what = format!("{path} answers {want}");
+    let want = &want;
+    support::ws::until_ok(WAIT, &what, move || async move {
         let got = ask(gw, path).await;
-        if got == want {
-            return;
+        if got == *want {
+            Ok(())
+        } else {
+            Err(got.to_string())
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{path}: {got}, never {want}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
 }
 
 /// How many of this test's presence hashes named like `pattern` (after

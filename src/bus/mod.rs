@@ -14,6 +14,7 @@ use futures_util::future::BoxFuture;
 use serde_json::value::RawValue;
 
 use crate::history::{Coverage, Position};
+use crate::metrics::Counters;
 use crate::protocol::frame::Frame;
 use crate::protocol::{Channel, Transport, UserId};
 use crate::registry::{AtCapacity, Attached, Conn, Registry};
@@ -90,6 +91,16 @@ impl ChannelMembers {
             truncated: count > users.len(),
             listed: users,
         }
+    }
+}
+
+/// Adds a fresh push to `pushgate_messages_published_total` by stream:
+/// one message for a broadcast or a personal push, one per channel named.
+fn count_published(counters: &Counters, target: &PushTarget) {
+    match target {
+        PushTarget::Broadcast => counters.published_broadcast.increment(1),
+        PushTarget::Users(_) => counters.published_user.increment(1),
+        PushTarget::Channels(names) => counters.published_channel.increment(names.len() as u64),
     }
 }
 

@@ -735,10 +735,12 @@ fn put_sse_lines(buf: &mut BytesMut, name: &str, text: &[u8]) {
 }
 
 /// Where the value of the field `"cursor":"<cursor>"` starts in a
-/// message's JSON, found without building the pattern. Inside a JSON
-/// string every quote is escaped, so `"cursor":"` outside the frame's own
-/// field can only be a key of the message's data, which comes after it:
-/// the first match is the field.
+/// message's JSON, found without building the pattern: the first key
+/// `"cursor"` whose value is exactly `cursor`. Inside a JSON string every
+/// quote is escaped, so a `"cursor":"` other than the frame's own field
+/// can only be a key of the message's data, which comes after it; callers
+/// pass the cursor the frame was encoded with, so the frame's own field is
+/// the one found.
 fn cursor_value(json: &[u8], cursor: &str) -> Option<usize> {
     const KEY: &[u8] = b"\"cursor\":\"";
     let mut from = 0;

@@ -87,18 +87,16 @@ pub(crate) async fn wait_for_connections(
     n: usize,
     limit: Duration,
 ) {
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
+    let what = format!("{n} {transport:?} connections open");
+    super::ws::until_ok(limit, &what, || {
         let open = gw.state.inspect().of(transport);
-        if open == n {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{n} {transport:?} connections not open within {limit:?} (open: {open})"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        std::future::ready(if open == n {
+            Ok(())
+        } else {
+            Err(format!("{open} open"))
+        })
+    })
+    .await;
 }
 
 /// The frames of a poll answer, after checking it is `200`,

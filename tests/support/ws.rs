@@ -400,14 +400,36 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
+    until_ok(limit, what, || {
+        let checked = check();
+        async move {
+            if checked.await {
+                Ok(())
+            } else {
+                Err("no".to_owned())
+            }
+        }
+    })
+    .await;
+}
+
+/// Asks `probe` every 20 ms until it answers `Ok`, and returns that; after
+/// `limit`, panics naming `what` and the last `Err` (what was seen
+/// instead).
+pub(crate) async fn until_ok<T, F, Fut>(limit: Duration, what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, String>>,
+{
     let deadline = tokio::time::Instant::now() + limit;
     loop {
-        if check().await {
-            return;
-        }
+        let seen = match probe().await {
+            Ok(done) => return done,
+            Err(seen) => seen,
+        };
         assert!(
             tokio::time::Instant::now() < deadline,
-            "not within {limit:?}: {what}"
+            "not within {limit:?}: {what} (last seen: {seen})"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

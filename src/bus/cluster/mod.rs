@@ -60,6 +60,7 @@ use self::shards::{Shards, StreamName};
 use super::fanout::{Batch, Fanout};
 use super::redis::BusMessage;
 use super::redis::presence::{self, Owner, Presence};
+use super::redis::reply::{self, ResumeReply};
 use super::resume::Resume;
 use super::{
     Bus, BusError, ChannelMembers, Open, OpenError, Opened, Publish, Published, PushTarget,
@@ -938,15 +939,7 @@ impl Shared {
             fresh |= new;
         }
         if fresh {
-            match &message.target {
-                PushTarget::Broadcast => self.counters.published_broadcast.increment(1),
-                PushTarget::Users(_) => self.counters.published_user.increment(1),
-                PushTarget::Channels(names) => {
-                    self.counters
-                        .published_channel
-                        .increment(names.len() as u64);
-                }
-            }
+            super::count_published(&self.counters, &message.target);
         }
         Ok(Published {
             id: message.id,
@@ -1001,31 +994,20 @@ impl Shared {
             .arg(token)
             .invoke_async(&mut conn)
             .await?;
-        let mut reply = reply.into_iter();
-        let (Some(complete), Some(epoch), Some(current)) =
-            (reply.next(), reply.next(), reply.next())
-        else {
-            return Err(redis::RedisError::from((
-                redis::ErrorKind::UnexpectedReturnType,
-                "resume.lua answered in an unexpected shape",
-            )));
-        };
-        let complete: i64 = redis::from_redis_value(complete)?;
-        let epoch: String = redis::from_redis_value(epoch)?;
-        let current: u64 = redis::from_redis_value(current)?;
-        let epoch = u64::from_str_radix(&epoch, 16).unwrap_or(0);
+        let reply = ResumeReply::parse(reply)?;
+        let (complete, position) = (reply.complete(after.seq, self.history_size), reply.position);
         let frames = reply
-            .map(|entries| {
-                super::redis::entries(epoch, entries)
-                    .filter_map(|f| {
-                        let json = f.json().clone();
-                        Frame::shard_message(shard as u16, f.seq(), f.cursor().unwrap_or(""), json)
+            .streams
+            .map(|stream| {
+                reply::entries(stream)
+                    .filter_map(|(seq, json)| {
+                        let at = Cursor::new(position.epoch, seq).to_string();
+                        Frame::shard_message(shard as u16, seq, &at, json)
                     })
                     .collect()
             })
             .collect();
-        let complete = complete == 1 && (self.history_size > 0 || after.seq >= current);
-        Ok((complete, Cursor::new(epoch, current), frames))
+        Ok((complete, position, frames))
     }
 
     /// Subscribes, attaches, then reads history shard by shard and queues
@@ -1175,8 +1157,6 @@ impl Shared {
     }
 }
 
-/// One message of a push in one shard: its frame tail, and the streams it
-/// goes to with the target each stream's subscribers see.
 /// What the history reads found: per shard read, its position and
 /// messages.
 #[derive(Debug)]

@@ -24,6 +24,7 @@
 //! | `P:presence:<node>`, `P:nodes` | connection counts per node, node heartbeats |
 
 pub(crate) mod presence;
+pub(crate) mod reply;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,6 +40,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tracing::{info, warn};
 
+use self::reply::ResumeReply;
 use super::fanout::Fanout;
 use super::resume::Resume;
 use super::{
@@ -392,15 +394,7 @@ impl Shared {
             .parse::<Cursor>()
             .map_err(|_| BusError::Unavailable("redis returned a malformed cursor".into()))?;
         if fresh == 1 {
-            match &message.target {
-                PushTarget::Broadcast => self.counters.published_broadcast.increment(1),
-                PushTarget::Users(_) => self.counters.published_user.increment(1),
-                PushTarget::Channels(names) => {
-                    self.counters
-                        .published_channel
-                        .increment(names.len() as u64);
-                }
-            }
+            super::count_published(&self.counters, &message.target);
         }
         Ok(Published {
             id: message.id,
@@ -436,23 +430,20 @@ impl Shared {
             .arg(cursor.seq)
             .invoke_async(&mut conn)
             .await?;
-        let mut reply = reply.into_iter();
-        let (Some(complete), Some(epoch), Some(current)) =
-            (reply.next(), reply.next(), reply.next())
-        else {
-            return Err(redis::RedisError::from((
-                redis::ErrorKind::UnexpectedReturnType,
-                "resume.lua answered in an unexpected shape",
-            )));
-        };
-        let complete: i64 = redis::from_redis_value(complete)?;
-        let epoch: String = redis::from_redis_value(epoch)?;
-        let current: u64 = redis::from_redis_value(current)?;
-        let epoch = u64::from_str_radix(&epoch, 16).unwrap_or(0);
-        let position = Cursor::new(epoch, current);
-        let mut frames: Vec<Frame> = reply.flat_map(|stream| entries(epoch, stream)).collect();
+        let reply = ResumeReply::parse(reply)?;
+        let (complete, position) = (
+            reply.complete(cursor.seq, self.history_size),
+            reply.position,
+        );
+        let mut frames: Vec<Frame> = reply
+            .streams
+            .flat_map(reply::entries)
+            .filter_map(|(seq, json)| {
+                let at = Cursor::new(position.epoch, seq).to_string();
+                Frame::message_from_json(seq, &at, json)
+            })
+            .collect();
         frames.sort_by_key(Frame::seq);
-        let complete = complete == 1 && (self.history_size > 0 || cursor.seq >= current);
         Ok((complete, position, frames))
     }
 
@@ -575,26 +566,6 @@ impl Drop for Unopened<'_> {
     fn drop(&mut self) {
         self.shared.release(self.conn);
     }
-}
-
-/// Frames from an XRANGE reply: `[[id, ['f', frame]], …]`.
-pub(crate) fn entries(epoch: u64, reply: Value) -> impl Iterator<Item = Frame> {
-    let items = match reply {
-        Value::Array(items) => items,
-        _ => Vec::new(),
-    };
-    items.into_iter().filter_map(move |entry| {
-        let Value::Array(mut pair) = entry else {
-            return None;
-        };
-        let fields = pair.pop()?;
-        let id = pair.pop()?;
-        let id: String = redis::from_redis_value(id).ok()?;
-        let seq: u64 = id.split('-').next()?.parse().ok()?;
-        let fields: Vec<Vec<u8>> = redis::from_redis_value(fields).ok()?;
-        let json = fields.get(1)?.clone();
-        Frame::message_from_json(seq, &Cursor::new(epoch, seq).to_string(), Bytes::from(json))
-    })
 }
 
 impl Bus for RedisBus {

@@ -61,10 +61,15 @@ impl<C> fmt::Debug for Presence<C> {
 }
 
 impl<C> Presence<C> {
+    /// The index of `owner`'s place, kept below `places.len()` whatever
+    /// `place_of` answers (`places` is never empty).
+    fn index(&self, owner: Owner<'_>) -> usize {
+        (self.place_of)(owner).min(self.places.len().saturating_sub(1))
+    }
+
     /// The prefix of `owner`'s place.
     fn place(&self, owner: Owner<'_>) -> &str {
-        let place = (self.place_of)(owner).min(self.places.len() - 1);
-        &self.places[place]
+        &self.places[self.index(owner)]
     }
 }
 
@@ -196,7 +201,7 @@ pub(crate) async fn run<C: ConnectionLike + Clone + Send + Sync>(
         .iter()
         .map(|place| NodeKeys::new(place, &node))
         .collect();
-    let keys_of = |owner: Owner<'_>| &keys[(shared.place_of)(owner).min(keys.len() - 1)];
+    let keys_of = |owner: Owner<'_>| &keys[shared.index(owner)];
     let ttl_ms = crate::clamp::millis(ttl);
     let heartbeat = Script::new(HEARTBEAT);
     let change = Script::new(CHANGE);
@@ -256,14 +261,13 @@ async fn beat_everywhere<C: ConnectionLike + Clone + Send + Sync>(
     heartbeat: &Script,
     channels_beat: &Script,
 ) -> redis::RedisResult<()> {
-    let place_of = |owner: Owner<'_>| (shared.place_of)(owner).min(keys.len() - 1);
     let mut channels: Vec<Vec<_>> = keys.iter().map(|_| Vec::new()).collect();
     for (channel, users) in shared.registry.channel_snapshot() {
-        channels[place_of(Owner::Channel(channel.as_str()))].push((channel, users));
+        channels[shared.index(Owner::Channel(channel.as_str()))].push((channel, users));
     }
     let mut users: Vec<Vec<_>> = keys.iter().map(|_| Vec::new()).collect();
     for (user, count) in shared.registry.connection_counts() {
-        users[place_of(Owner::User(user.as_str()))].push((user, count));
+        users[shared.index(Owner::User(user.as_str()))].push((user, count));
     }
     let mut result = Ok(());
     for ((keys, channels), users) in keys.iter().zip(channels).zip(users) {
