@@ -233,7 +233,10 @@ impl ClusterBus {
         let mut tasks = JoinSet::new();
         let committer = Committer::start(
             &conn,
-            &Script::new(include_str!("publish.lua")),
+            &Script::new(concat!(
+                include_str!("../redis/history.lua"),
+                include_str!("publish.lua")
+            )),
             &shards,
             history_size,
             ttl_ms,

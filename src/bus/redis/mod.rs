@@ -187,7 +187,10 @@ impl RedisBus {
             fanout,
             ready: AtomicBool::new(false),
             presence_keys,
-            publish: Script::new(include_str!("publish.lua")),
+            publish: Script::new(concat!(
+                include_str!("history.lua"),
+                include_str!("publish.lua")
+            )),
             resume: Script::new(include_str!("resume.lua")),
             presence: presence_tx,
         });

@@ -27,40 +27,15 @@ if not epoch then
   redis.call('SET', KEYS[2], epoch)
 end
 
--- Age: the newest message published before now - ttl is the watermark.
-local time = redis.call('TIME')
-local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local cutoff = now_ms - ttl
-local aged = tonumber(redis.call('GET', KEYS[3]) or '0')
-local old = redis.call('ZREVRANGEBYSCORE', KEYS[4], '(' .. cutoff, '-inf', 'LIMIT', 0, 1)
-if old[1] then
-  aged = math.max(aged, tonumber(old[1]))
-  redis.call('SET', KEYS[3], aged)
-  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', '(' .. cutoff)
-end
-
--- Drops are XDELs, so each stream's max-deleted-entry-id says what it lost.
-local function drop(stream, entries)
-  for i = 1, #entries, 500 do
-    local ids = {}
-    for j = i, math.min(i + 499, #entries) do ids[#ids + 1] = entries[j][1] end
-    redis.call('XDEL', stream, unpack(ids))
-  end
-end
+-- Age (history.lua, before this script): the watermark and the clock.
+local aged, now_ms = age_watermark(KEYS[3], KEYS[4], ttl)
 
 local size = tonumber(ARGV[5])
 local first_expiring = tonumber(ARGV[9])
 local function record(k, seq, frame)
   if size == 0 then return end
   local stream = KEYS[k]
-  redis.call('XADD', stream, seq .. '-0', 'f', frame)
-  local len = redis.call('XLEN', stream)
-  if len > size then
-    drop(stream, redis.call('XRANGE', stream, '-', '+', 'COUNT', len - size))
-  end
-  if aged > 0 then
-    drop(stream, redis.call('XRANGE', stream, '-', string.format('%d', aged) .. '-0'))
-  end
+  append_trimmed(stream, seq, frame, size, aged)
   if k >= first_expiring then redis.call('PEXPIRE', stream, ttl) end
 end
 
