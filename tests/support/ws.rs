@@ -406,7 +406,7 @@ where
             if checked.await {
                 Ok(())
             } else {
-                Err("no".to_owned())
+                Err("false".to_owned())
             }
         }
     })

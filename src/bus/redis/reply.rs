@@ -34,7 +34,7 @@ impl ResumeReply {
         let covered: i64 = redis::from_redis_value(covered)?;
         let epoch: String = redis::from_redis_value(epoch)?;
         let current: u64 = redis::from_redis_value(current)?;
-        // An empty or unreadable epoch (no keys yet) never equals a cursor's.
+        // No epoch yet (no keys): the script said not covered; it reads as 0.
         let epoch = u64::from_str_radix(&epoch, 16).unwrap_or(0);
         Ok(Self {
             covered: covered == 1,
