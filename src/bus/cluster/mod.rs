@@ -1001,14 +1001,7 @@ impl Shared {
         let (complete, position) = (reply.complete(after.seq, self.history_size), reply.position);
         let frames = reply
             .streams
-            .map(|stream| {
-                reply::entries(stream)
-                    .filter_map(|(seq, json)| {
-                        let at = Cursor::new(position.epoch, seq).to_string();
-                        Frame::shard_message(shard as u16, seq, &at, json)
-                    })
-                    .collect()
-            })
+            .map(|stream| reply::frames(stream, position.epoch, shard as u16).collect())
             .collect();
         Ok((complete, position, frames))
     }

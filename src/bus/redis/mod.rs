@@ -440,11 +440,7 @@ impl Shared {
         );
         let mut frames: Vec<Frame> = reply
             .streams
-            .flat_map(reply::entries)
-            .filter_map(|(seq, json)| {
-                let at = Cursor::new(position.epoch, seq).to_string();
-                Frame::message_from_json(seq, &at, json)
-            })
+            .flat_map(|stream| reply::frames(stream, position.epoch, 0))
             .collect();
         frames.sort_by_key(Frame::seq);
         Ok((complete, position, frames))

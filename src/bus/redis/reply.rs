@@ -6,6 +6,7 @@ use bytes::Bytes;
 use redis::{ErrorKind, RedisError, RedisResult, Value};
 
 use crate::history::Cursor;
+use crate::protocol::frame::Frame;
 
 /// `resume.lua`'s answer: `{complete, epoch, current, entries…}`.
 #[derive(Debug)]
@@ -54,7 +55,7 @@ impl ResumeReply {
 /// The entries of one XRANGE reply, `[[id, ['f', frame]], …]`, as each
 /// one's sequence number (the id's first part) and frame JSON. Entries in
 /// another shape are skipped.
-pub(crate) fn entries(reply: Value) -> impl Iterator<Item = (u64, Bytes)> {
+fn entries(reply: Value) -> impl Iterator<Item = (u64, Bytes)> {
     let items = match reply {
         Value::Array(items) => items,
         _ => Vec::new(),
@@ -77,6 +78,16 @@ pub(crate) fn entries(reply: Value) -> impl Iterator<Item = (u64, Bytes)> {
             Value::BulkString(json) => Some((seq, Bytes::from(json))),
             _ => None,
         }
+    })
+}
+
+/// The message frames of one XRANGE reply from shard `shard` (0 on one
+/// Redis) in epoch `epoch`, each carrying its own cursor. Entries in
+/// another shape, or whose JSON is not UTF-8, are skipped.
+pub(crate) fn frames(reply: Value, epoch: u64, shard: u16) -> impl Iterator<Item = Frame> {
+    entries(reply).filter_map(move |(seq, json)| {
+        let at = Cursor::new(epoch, seq).to_string();
+        Frame::shard_message(shard, seq, &at, json)
     })
 }
 
@@ -133,6 +144,30 @@ mod tests {
         let uncovered =
             ResumeReply::parse(vec![Value::Int(0), bulk("1"), Value::Int(10)]).expect("ok");
         assert!(!uncovered.complete(10, 100));
+    }
+
+    #[test]
+    fn frames_carry_their_shard_and_their_own_cursor() {
+        let reply = Value::Array(vec![
+            entry("41-0", "{\"type\":\"message\"}"),
+            Value::Array(vec![
+                bulk("42-0"),
+                Value::Array(vec![bulk("f"), Value::BulkString(vec![0xff])]),
+            ]),
+            entry("43-0", "{}"),
+        ]);
+        let frames: Vec<Frame> = frames(reply, 0xff, 3).collect();
+        let seen: Vec<(u64, u16, String)> = frames
+            .iter()
+            .map(|f| (f.seq(), f.shard(), f.cursor().unwrap_or("").to_owned()))
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                (41, 3, Cursor::new(0xff, 41).to_string()),
+                (43, 3, Cursor::new(0xff, 43).to_string()),
+            ]
+        );
     }
 
     #[test]
