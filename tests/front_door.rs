@@ -189,7 +189,6 @@ async fn polls_on_one_connection_then_another_request_handed_to_hyper() {
         assert!(answer.header("date").is_some(), "{:?}", answer.headers);
         assert_eq!(answer.header("connection"), None, "kept alive");
         assert_eq!(texts(&answer), [format!("m{round}")]);
-        parked(&gw, "ann", 0).await;
     }
     // Another endpoint on the same connection: hyper answers it, and the
     // connection serves polls on after that.
@@ -197,6 +196,7 @@ async fn polls_on_one_connection_then_another_request_handed_to_hyper() {
         .send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         .await;
     assert_eq!(client.answer().await.status, 200);
+    parked(&gw, "ann", 0).await;
     let after = polled(&gw, &mut client, "ann", "after").await;
     assert_eq!(texts(&after), ["after"]);
 }
@@ -249,6 +249,52 @@ async fn connection_close_is_honoured() {
     assert_eq!(answer.header("connection"), Some("close"));
     assert_eq!(texts(&answer), ["bye"]);
     client.closed().await;
+}
+
+/// A poll the fan-out answered (on a connection kept alive) is released
+/// when its task next wakes: when the client leaves, or when the user
+/// polls again on another connection (the poll timeout is far away here).
+#[tokio::test]
+async fn an_answered_poll_is_released_when_its_client_leaves_or_polls_elsewhere() {
+    let gw = quiet_gateway().await;
+    let mut client = Client::connect(&gw).await;
+    assert_eq!(texts(&polled(&gw, &mut client, "al", "a").await), ["a"]);
+    drop(client);
+    parked(&gw, "al", 0).await;
+    // `polled` waits for exactly one parked poll of the user: the one
+    // answered on the first connection is gone when the second parks.
+    let mut first = Client::connect(&gw).await;
+    assert_eq!(texts(&polled(&gw, &mut first, "bo", "b").await), ["b"]);
+    let mut second = Client::connect(&gw).await;
+    assert_eq!(texts(&polled(&gw, &mut second, "bo", "c").await), ["c"]);
+    // The first connection still serves polls.
+    assert_eq!(texts(&polled(&gw, &mut first, "bo", "d").await), ["d"]);
+}
+
+/// A client that keeps the connection after its answer and says nothing:
+/// its poll is released at the poll's deadline, and the connection still
+/// serves the next poll.
+#[tokio::test]
+async fn an_answered_poll_whose_client_stays_silent_is_released_at_its_deadline() {
+    let mut config = support::config();
+    config.session.poll_timeout_secs = 1;
+    let gw = Gateway::start(config).await;
+    let mut client = Client::connect(&gw).await;
+    assert_eq!(texts(&polled(&gw, &mut client, "cy", "e").await), ["e"]);
+    let answered = Instant::now();
+    loop {
+        let polls = gw.state.inspect().by_transport[1];
+        if polls == 0 {
+            break;
+        }
+        assert!(
+            answered.elapsed() < Duration::from_secs(4),
+            "{polls} polls held {:?} after the answer",
+            answered.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(texts(&polled(&gw, &mut client, "cy", "f").await), ["f"]);
 }
 
 #[tokio::test]

@@ -12,9 +12,12 @@
 //! writing, a producer writes the frame to the socket itself (a WebSocket
 //! frame, an SSE chunk), and the task is not woken at all. That is the
 //! common case of a broadcast, and it costs one `send` per recipient.
-//! (A parked long-poll is answered by its task: its task must wake to end
-//! the request anyway, and measured, writing the answer from the fan-out
-//! as well cost more CPU per answer, not less.) Whatever does not fit in the socket's
+//! A parked long-poll's socket takes one frame, as the poll's whole answer
+//! ([`DirectWrite::answers_once`]): the producer writes it and the
+//! connection is done (closing, nothing more is given to it), again
+//! without waking the task. The task notices when it next wakes for
+//! another reason: the client's next request, its leaving, or the poll's
+//! deadline. Whatever does not fit in the socket's
 //! buffer is queued, and from then on everything goes through the task
 //! until it has written the queue out, so the order on the wire is the
 //! order of the pushes.
@@ -22,6 +25,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::sync::Arc;
+use std::task::Poll;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -66,7 +70,8 @@ pub(crate) enum Pushed {
 
 /// A socket producers may write to without waking the connection's task,
 /// and how its transport puts frames on it (each transport implements it
-/// for its plain-TCP socket: WebSocket frames, SSE chunks).
+/// for its plain-TCP socket: WebSocket frames, SSE chunks, a parked
+/// poll's whole answer).
 pub(crate) trait DirectWrite: Send + Sync + std::fmt::Debug {
     /// Writes what fits of `frame`, encoded for the transport, without
     /// waiting: `None` when all of it went out, or the bytes left for the
@@ -83,6 +88,13 @@ pub(crate) trait DirectWrite: Send + Sync + std::fmt::Debug {
     fn try_raw(&self, bytes: &Bytes) -> io::Result<Option<Bytes>> {
         let _ = bytes;
         Err(io::ErrorKind::WouldBlock.into())
+    }
+
+    /// Whether one frame written here ends what the socket takes (a parked
+    /// poll's answer): the connection is then closing, and nothing more is
+    /// written or queued for it (see [`Outbound::is_answered`]).
+    fn answers_once(&self) -> bool {
+        false
     }
 }
 
@@ -103,6 +115,9 @@ struct State {
     /// The highest message number given to the connection live (queued
     /// or written); 0: none.
     last: u64,
+    /// A producer wrote (all or part of) the answer of a socket that
+    /// answers once.
+    answered: bool,
 }
 
 /// How a direct write went.
@@ -145,21 +160,29 @@ impl State {
     /// Writes to the socket with `write` if the socket is free: nothing
     /// queued, nothing being written. `None` when it must be queued
     /// instead (no direct socket, busy, or the socket's buffer is full).
+    /// A socket that answers once is forgotten after its write, and the
+    /// connection is closing from then on.
     fn try_direct(
-        &self,
+        &mut self,
         write: impl FnOnce(&dyn DirectWrite) -> io::Result<Option<Bytes>>,
     ) -> Option<Direct> {
         let socket = self.direct.as_ref()?;
         if self.writing || !self.items.is_empty() {
             return None;
         }
-        match write(socket.as_ref()) {
-            Ok(None) => Some(Direct::Written),
-            Ok(Some(rest)) => Some(Direct::Rest(rest)),
+        let direct = match write(socket.as_ref()) {
+            Ok(None) => Direct::Written,
+            Ok(Some(rest)) => Direct::Rest(rest),
             // WouldBlock: the task waits for room. Another error: the
             // task meets it on its own write or read and ends.
-            Err(_) => None,
+            Err(_) => return None,
+        };
+        if socket.answers_once() {
+            self.direct = None;
+            self.answered = true;
+            self.closing_since = Some(Instant::now());
         }
+        Some(direct)
     }
 }
 
@@ -224,8 +247,13 @@ impl Outbound {
 
     /// Forgets the direct socket (the task is ending: the socket must close
     /// with it, not when the last producer lets go of the connection).
-    pub(crate) fn clear_direct(&self) {
-        self.state.lock().direct = None;
+    /// Returns whether a socket that answers once took the answer before:
+    /// from here on no producer writes to it, so the task alone decides
+    /// what else the client gets.
+    pub(crate) fn clear_direct(&self) -> bool {
+        let mut state = self.state.lock();
+        state.direct = None;
+        state.answered
     }
 
     /// Queues bytes already framed for the socket (a protocol reply), after
@@ -362,6 +390,29 @@ impl Outbound {
         drop(state);
         self.ready.notify_one();
         true
+    }
+
+    /// Whether a producer answered on a socket that answers once (see
+    /// [`DirectWrite::answers_once`]): the rest of the answer, if the
+    /// socket did not take all of it, is the one item queued.
+    pub(crate) fn is_answered(&self) -> bool {
+        self.state.lock().answered
+    }
+
+    /// Completes when [`Outbound::is_answered`], checked each time the
+    /// task is polled: it registers no wake-up of its own, as an answer
+    /// written whole does not wake the task (that is its point). Wait on
+    /// it beside something that does wake the task (the client's next
+    /// request or its leaving, the poll's deadline); the rest of an answer
+    /// written in part is queued and wakes [`Outbound::ready`].
+    pub(crate) fn answered(&self) -> impl Future<Output = ()> + '_ {
+        std::future::poll_fn(|_| {
+            if self.is_answered() {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
     }
 
     /// Whether an end has been queued.
@@ -567,6 +618,90 @@ mod tests {
         let mut batch = VecDeque::new();
         q.take(&mut batch);
         assert_eq!(wire_of(batch), [frame("queued").ws(), &pong[..]].concat());
+    }
+
+    /// A parked poll's socket: takes one frame (the whole answer).
+    #[derive(Debug)]
+    struct OnceSocket(Arc<FakeSocket>);
+
+    impl DirectWrite for OnceSocket {
+        fn try_frame(&self, frame: &Frame) -> io::Result<Option<Bytes>> {
+            self.0.write(frame.ws())
+        }
+
+        fn try_ping(&self) -> io::Result<Option<Bytes>> {
+            Err(io::ErrorKind::WouldBlock.into())
+        }
+
+        fn answers_once(&self) -> bool {
+            true
+        }
+    }
+
+    /// Whether the task was woken (a wake-up is pending for it).
+    fn woken(q: &Outbound) -> bool {
+        let mut ready = std::pin::pin!(q.ready());
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        ready.as_mut().poll(&mut cx).is_ready()
+    }
+
+    /// Whether [`Outbound::answered`] completes when polled now.
+    fn answered_now(q: &Outbound) -> bool {
+        let mut answered = std::pin::pin!(q.answered());
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        answered.as_mut().poll(&mut cx).is_ready()
+    }
+
+    #[test]
+    fn a_socket_that_answers_once_takes_one_frame_and_the_task_is_not_woken() {
+        let q = Outbound::new(4);
+        let socket = FakeSocket::with_room(1 << 20);
+        q.set_direct(Arc::new(OnceSocket(socket.clone())));
+        assert!(!answered_now(&q));
+        assert_eq!(q.push_ping(), Pushed::Queued, "a poll is not pinged");
+        let mut batch = VecDeque::new();
+        q.take(&mut batch);
+        q.done_writing();
+        assert!(woken(&q));
+        assert_eq!(q.push_frame(&frame("answer")), Pushed::Written);
+        assert!(!woken(&q), "the task is not woken");
+        assert!(q.is_answered() && answered_now(&q));
+        // Answered: nothing more goes to the connection.
+        assert_eq!(q.push_frame(&frame("later")), Pushed::Closing);
+        assert!(!q.push_end(Outgoing::Close(CloseReason::Idle)));
+        assert!(!q.push_reconnect(|_| frame("reconnect")));
+        assert!(q.is_empty() && q.closing_since().is_some());
+        assert_eq!(*socket.wire.lock(), frame("answer").ws().to_vec());
+        assert!(q.clear_direct(), "the task learns it was answered");
+    }
+
+    #[test]
+    fn an_answer_written_in_part_leaves_its_rest_for_the_woken_task() {
+        let q = Outbound::new(4);
+        let socket = FakeSocket::with_room(5);
+        q.set_direct(Arc::new(OnceSocket(socket.clone())));
+        let answer = frame("answered in two writes");
+        assert_eq!(q.push_frame(&answer), Pushed::Queued);
+        assert!(woken(&q) && q.is_answered());
+        assert_eq!(q.push_frame(&frame("later")), Pushed::Closing);
+        let mut batch = VecDeque::new();
+        q.take(&mut batch);
+        assert_eq!(batch.len(), 1, "{batch:?}");
+        let wire = [&socket.wire.lock()[..], &wire_of(batch)[..]].concat();
+        assert_eq!(wire, answer.ws().to_vec());
+    }
+
+    #[test]
+    fn a_socket_that_answers_once_but_is_full_leaves_the_answer_to_the_task() {
+        let q = Outbound::new(4);
+        q.set_direct(Arc::new(OnceSocket(FakeSocket::with_room(0))));
+        assert_eq!(q.push_frame(&frame("a")), Pushed::Queued);
+        assert!(woken(&q));
+        assert!(!q.is_answered() && !answered_now(&q));
+        assert!(!q.clear_direct());
+        let mut batch = VecDeque::new();
+        q.take(&mut batch);
+        assert_eq!(batch, [Outgoing::Frame(frame("a"))]);
     }
 
     #[test]

@@ -60,6 +60,19 @@ impl User {
         self.conns.lock().clone()
     }
 
+    /// Ends the user's polls that the fan-out answered
+    /// ([`super::outbound::Outbound::is_answered`]) and whose tasks have
+    /// not woken since: the user polls again, maybe on another connection,
+    /// so those polls are over. Their tasks release them and wait for
+    /// their connection's next request.
+    pub(crate) fn end_answered_polls(&self) {
+        for conn in self.conns.lock().iter() {
+            if conn.transport == Transport::Poll && conn.outbound.is_answered() {
+                conn.kill();
+            }
+        }
+    }
+
     /// Whether a long-poll session keeps the object alive between polls.
     pub(crate) fn has_poll_session(&self) -> bool {
         self.poll_session.lock().timer.is_some()

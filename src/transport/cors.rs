@@ -39,10 +39,11 @@ pub(crate) fn allow_origin<'a>(policy: &OriginPolicy, origin: Option<&'a str>) -
 }
 
 /// Appends to a response head in `buf` the headers [`decorate`] adds,
-/// in the same order, for an answer written on the raw socket.
-pub(crate) fn put_headers(policy: &OriginPolicy, origin: Option<&str>, buf: &mut BytesMut) {
+/// in the same order, for an answer written on the raw socket: `allowed`
+/// is what [`allow_origin`] gave for the request's origin.
+pub(crate) fn put_headers(allowed: Option<&str>, buf: &mut BytesMut) {
     wire::put_header(buf, b"vary", b"Origin");
-    if let Some(allowed) = allow_origin(policy, origin) {
+    if let Some(allowed) = allowed {
         wire::put_header(buf, b"access-control-allow-origin", allowed.as_bytes());
         wire::put_header(buf, b"access-control-expose-headers", b"Retry-After");
     }

@@ -78,6 +78,11 @@ impl Pipelined {
         self.kept.extend_from_slice(bytes);
     }
 
+    /// Whether nothing arrived behind the request.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.kept.is_empty() && !self.overflowed
+    }
+
     /// Whether more arrived than could be kept: the connection cannot go
     /// on after the answer.
     pub(crate) fn is_overflowed(&self) -> bool {
@@ -99,19 +104,39 @@ impl Pipelined {
     /// it, or the socket fails: what a waiting answer watches for. What the
     /// client sends meanwhile is kept (or counted as overflow).
     pub(crate) async fn closed(&mut self, tcp: &TcpStream) {
+        while self.next_input(tcp).await == Input::Arrived {}
+    }
+
+    /// Completes at the client's next bytes (kept, or counted as overflow)
+    /// or at the end of the connection, whichever comes first: for an
+    /// answer that must know when the client sent something.
+    pub(crate) async fn next_input(&mut self, tcp: &TcpStream) -> Input {
         loop {
             if tcp.readable().await.is_err() {
-                return;
+                return Input::Ended;
             }
             let mut chunk = [0u8; READ_CHUNK_BYTES];
             match wire::try_read(tcp, &mut chunk) {
-                Ok(0) => return,
-                Ok(n) => self.keep(&chunk[..n]),
+                Ok(0) => return Input::Ended,
+                Ok(n) => {
+                    self.keep(&chunk[..n]);
+                    return Input::Arrived;
+                }
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
-                Err(_) => return,
+                Err(_) => return Input::Ended,
             }
         }
     }
+}
+
+/// What [`Pipelined::next_input`] met.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Input {
+    /// Bytes from the client.
+    Arrived,
+    /// The client closed its side, reset the connection, or the socket
+    /// failed.
+    Ended,
 }
 
 #[cfg(test)]
