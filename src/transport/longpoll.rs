@@ -109,8 +109,9 @@ const ANSWER_HEAD_BYTES: usize = 320;
 /// connection or its leaving, the user's next poll on any connection
 /// ([`crate::registry::User::end_answered_polls`]), or the poll's
 /// deadline. A client polls again at once, so that is one wake-up per
-/// answered poll instead of two (measured: about 17 against 10 µs of
-/// server CPU per answered poll, README "Performance").
+/// answered poll instead of two (measured: 15 against 12 µs of server
+/// CPU per answered poll, 17 against 10 in another run; README
+/// "Performance").
 #[derive(Debug)]
 struct PollSocket {
     tcp: Arc<TcpStream>,
