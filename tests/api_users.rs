@@ -26,16 +26,10 @@ async fn user(gw: &Gateway, path_uid: &str) -> Response {
 /// Asks until the answer is `want` (connections close asynchronously).
 async fn wait_for(gw: &Gateway, uid: &str, want: Value) {
     let what = format!("{uid} reads {want}");
-    let want = &want;
-    support::ws::until_ok(WAIT, &what, move || async move {
+    support::ws::until_eq(WAIT, &what, &want, || async move {
         let resp = user(gw, uid).await;
         assert_eq!(resp.status, 200, "{:?}", resp.body);
-        let got = resp.json();
-        if got == *want {
-            Ok(())
-        } else {
-            Err(got.to_string())
-        }
+        resp.json()
     })
     .await;
 }

@@ -23,13 +23,7 @@ async fn status(gw: &Gateway, path: &str) -> u16 {
 /// Waits until `path` answers `want`.
 async fn eventually(gw: &Gateway, path: &str, want: u16) {
     let what = format!("{path} answers {want}");
-    support::ws::until_ok(WAIT, &what, move || async move {
-        match status(gw, path).await {
-            got if got == want => Ok(()),
-            got => Err(got.to_string()),
-        }
-    })
-    .await;
+    support::ws::until_eq(WAIT, &what, &want, || status(gw, path)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

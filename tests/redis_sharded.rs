@@ -780,16 +780,7 @@ async fn ask(gw: &Gateway, path: &str) -> serde_json::Value {
 /// Polls `path` on `gw` until it answers `want`, or fails.
 async fn answers(gw: &Gateway, path: &str, want: serde_json::Value) {
     let what = format!("{path} answers {want}");
-    let want = &want;
-    support::ws::until_ok(WAIT, &what, move || async move {
-        let got = ask(gw, path).await;
-        if got == *want {
-            Ok(())
-        } else {
-            Err(got.to_string())
-        }
-    })
-    .await;
+    support::ws::until_eq(WAIT, &what, &want, || ask(gw, path)).await;
 }
 
 /// How many of this test's presence hashes named like `pattern` (after

@@ -435,6 +435,26 @@ where
     }
 }
 
+/// [`until_ok`] for a probe whose answer must equal `want`: after `limit`,
+/// panics naming `what` and the last answer.
+pub(crate) async fn until_eq<T, F, Fut>(limit: Duration, what: &str, want: &T, mut probe: F)
+where
+    T: PartialEq + std::fmt::Display,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = T>,
+{
+    until_ok(limit, what, || {
+        let answer = probe();
+        async move {
+            match answer.await {
+                got if got == *want => Ok(()),
+                got => Err(got.to_string()),
+            }
+        }
+    })
+    .await;
+}
+
 /// An unsigned token (`alg: none`) for `user`, valid for an hour.
 pub(crate) fn alg_none_token(user: &str) -> String {
     use base64::Engine as _;
