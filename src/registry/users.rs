@@ -60,19 +60,6 @@ impl User {
         self.conns.lock().clone()
     }
 
-    /// Ends the user's polls that the fan-out answered
-    /// ([`super::outbound::Outbound::is_answered`]) and whose tasks have
-    /// not woken since: the user polls again, maybe on another connection,
-    /// so those polls are over. Their tasks release them and wait for
-    /// their connection's next request.
-    pub(crate) fn end_answered_polls(&self) {
-        for conn in self.conns.lock().iter() {
-            if conn.transport == Transport::Poll && conn.outbound.is_answered() {
-                conn.kill();
-            }
-        }
-    }
-
     /// Whether a long-poll session keeps the object alive between polls.
     pub(crate) fn has_poll_session(&self) -> bool {
         self.poll_session.lock().timer.is_some()
@@ -195,7 +182,8 @@ impl Registry {
 
     /// Adds a connection for `user` in `channels`, creating the user's
     /// object on first contact. Past `max_connections_per_user` the user's
-    /// oldest connection is queued a `replaced` close.
+    /// oldest connection is queued a `replaced` close. A poll ends the
+    /// user's polls the fan-out answered ([`end_answered_polls`]).
     pub(crate) fn attach(
         &self,
         user: UserId,
@@ -224,6 +212,9 @@ impl Registry {
                 Arc::new(User::new(user, handle))
             });
             let mut conns = entry.conns.lock();
+            if transport == Transport::Poll {
+                end_answered_polls(&conns);
+            }
             conns.push(Arc::clone(&conn));
             let over = conns.len() > self.limits.max_connections_per_user;
             (Arc::clone(entry.value()), over.then(|| conns.remove(0)))
@@ -480,6 +471,19 @@ impl Registry {
             self.counters.evicted(Eviction::Slow, delivered.slow);
         }
         delivered
+    }
+}
+
+/// Ends a user's polls (`conns`, its list) that the fan-out answered
+/// ([`super::outbound::Outbound::is_answered`]) and whose tasks have not
+/// woken since: the user polls again, maybe on another connection, so
+/// those polls are over. Their tasks release them and wait for their
+/// connection's next request.
+fn end_answered_polls(conns: &[Arc<Conn>]) {
+    for conn in conns {
+        if conn.transport == Transport::Poll && conn.outbound.is_answered() {
+            conn.kill();
+        }
     }
 }
 

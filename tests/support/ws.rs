@@ -395,22 +395,12 @@ pub(crate) fn metric(text: &str, series: &str) -> Option<f64> {
 
 /// Polls `check` every 20 ms until it is true; panics naming `what` after
 /// `limit`.
-pub(crate) async fn eventually<F, Fut>(limit: Duration, what: &str, mut check: F)
+pub(crate) async fn eventually<F, Fut>(limit: Duration, what: &str, check: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
-    until_ok(limit, what, || {
-        let checked = check();
-        async move {
-            if checked.await {
-                Ok(())
-            } else {
-                Err("false".to_owned())
-            }
-        }
-    })
-    .await;
+    until_eq(limit, what, &true, check).await;
 }
 
 /// Asks `probe` every 20 ms until it answers `Ok`, and returns that; after
