@@ -6,11 +6,17 @@
 //! the Unix epoch) at which the push was written, so any process on the
 //! machine can compute a delivery latency.
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 
-/// One inbound frame, reduced to what the load client counts.
+/// One inbound frame, reduced to what the load client counts. Its text
+/// is borrowed from the frame read (a JSON string with escapes is
+/// unescaped into its own), so counting a message allocates nothing: the
+/// client spends on a pushgate frame what its size costs, as on a bare
+/// payload.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Inbound {
+pub(crate) enum Inbound<'a> {
     /// A pushed message.
     Message {
         /// Its number in the run, if the payload carries one.
@@ -18,47 +24,61 @@ pub(crate) enum Inbound {
         /// When it was pushed (µs since the epoch), if carried.
         ts_us: Option<u64>,
         /// The gateway's cursor for it.
-        cursor: Option<String>,
+        cursor: Option<Cow<'a, str>>,
         /// The channel it came through (`None`: broadcast or personal).
-        channel: Option<String>,
+        channel: Option<Cow<'a, str>>,
     },
     /// A resume answer: whether every missed message follows.
     Recover {
         /// `complete` as sent.
         complete: bool,
         /// The cursor it carries.
-        cursor: Option<String>,
+        cursor: Option<Cow<'a, str>>,
     },
     /// Come back with this cursor (poll timeout, drain, lifetime).
     Reconnect {
         /// The cursor to resume from.
-        cursor: Option<String>,
+        cursor: Option<Cow<'a, str>>,
         /// Why.
-        reason: String,
+        reason: Cow<'a, str>,
         /// How long the gateway asks the client to wait, ms (0 if absent).
         retry_ms: u64,
     },
     /// The gateway is ending the connection.
     Close {
         /// Why (`idle`, `slow`, …).
-        reason: String,
+        reason: Cow<'a, str>,
     },
     /// Anything else (pong, error, unknown).
     Other,
 }
 
 #[derive(Deserialize)]
-struct Wire {
-    #[serde(rename = "type")]
-    kind: Option<String>,
-    cursor: Option<String>,
-    channel: Option<String>,
+struct Wire<'a> {
+    #[serde(rename = "type", borrow, default, deserialize_with = "borrowed")]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "borrowed")]
+    cursor: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "borrowed")]
+    channel: Option<Cow<'a, str>>,
     data: Option<Payload>,
     complete: Option<bool>,
-    reason: Option<String>,
+    #[serde(borrow, default, deserialize_with = "borrowed")]
+    reason: Option<Cow<'a, str>>,
     seq: Option<u64>,
     ts: Option<u64>,
     retry_ms: Option<u64>,
+}
+
+/// An optional string borrowed from the input where it has no escapes
+/// (serde's own `Option<Cow<str>>` always copies).
+fn borrowed<'de: 'a, 'a, D>(deserializer: D) -> Result<Option<Cow<'a, str>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    #[derive(Deserialize)]
+    struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
+    Ok(Option::<Text<'a>>::deserialize(deserializer)?.map(|text| text.0))
 }
 
 #[derive(Deserialize)]
@@ -68,8 +88,8 @@ struct Payload {
 }
 
 /// Parses one frame's text.
-pub(crate) fn parse(text: &[u8]) -> Inbound {
-    let Ok(wire) = serde_json::from_slice::<Wire>(text) else {
+pub(crate) fn parse(text: &[u8]) -> Inbound<'_> {
+    let Ok(wire) = serde_json::from_slice::<Wire<'_>>(text) else {
         return Inbound::Other;
     };
     match wire.kind.as_deref() {
@@ -105,7 +125,7 @@ pub(crate) fn parse(text: &[u8]) -> Inbound {
 }
 
 /// Parses a long-poll answer: a JSON array of frames (or one bare frame).
-pub(crate) fn parse_array(body: &[u8]) -> Vec<Inbound> {
+pub(crate) fn parse_array(body: &[u8]) -> Vec<Inbound<'_>> {
     match serde_json::from_slice::<Vec<&serde_json::value::RawValue>>(body) {
         Ok(items) => items
             .into_iter()
@@ -166,6 +186,29 @@ mod tests {
         );
         assert_eq!(parse(br#"{"type":"pong"}"#), Inbound::Other);
         assert_eq!(parse(b"not json"), Inbound::Other);
+    }
+
+    #[test]
+    fn text_is_borrowed_from_the_frame_unless_it_has_escapes() {
+        let m = br#"{"type":"message","cursor":"00ff-3","data":{"seq":1}}"#;
+        assert!(
+            matches!(
+                parse(m),
+                Inbound::Message {
+                    cursor: Some(Cow::Borrowed("00ff-3")),
+                    ..
+                }
+            ),
+            "{:?}",
+            parse(m)
+        );
+        let escaped = br#"{"type":"close","reason":"id\u006ce"}"#;
+        assert_eq!(
+            parse(escaped),
+            Inbound::Close {
+                reason: "idle".into()
+            }
+        );
     }
 
     #[test]

@@ -57,7 +57,12 @@ pub(super) trait Client: Sized {
 }
 
 /// Counts one inbound frame of connection `i` and keeps its cursor.
-pub(super) fn on_frame(ctx: &Ctx, i: usize, frame: Inbound, cursor: &mut Option<String>) -> Flow {
+pub(super) fn on_frame(
+    ctx: &Ctx,
+    i: usize,
+    frame: Inbound<'_>,
+    cursor: &mut Option<String>,
+) -> Flow {
     let now = frames::now_us();
     let mut tally = ctx.tally.borrow_mut();
     match frame {
@@ -67,9 +72,7 @@ pub(super) fn on_frame(ctx: &Ctx, i: usize, frame: Inbound, cursor: &mut Option<
             cursor: c,
             channel,
         } => {
-            if c.is_some() {
-                *cursor = c;
-            }
+            keep(cursor, c.as_deref());
             tally.message(i, seq, channel.as_deref(), ts_us, now);
             Flow::Continue
         }
@@ -77,9 +80,7 @@ pub(super) fn on_frame(ctx: &Ctx, i: usize, frame: Inbound, cursor: &mut Option<
             complete,
             cursor: c,
         } => {
-            if c.is_some() {
-                *cursor = c;
-            }
+            keep(cursor, c.as_deref());
             tally.recovered(i, complete);
             Flow::Continue
         }
@@ -88,9 +89,7 @@ pub(super) fn on_frame(ctx: &Ctx, i: usize, frame: Inbound, cursor: &mut Option<
             reason,
             retry_ms,
         } => {
-            if c.is_some() {
-                *cursor = c;
-            }
+            keep(cursor, c.as_deref());
             tally.closed(&format!("reconnect:{reason}"));
             Flow::Told {
                 retry_ms,
@@ -102,6 +101,20 @@ pub(super) fn on_frame(ctx: &Ctx, i: usize, frame: Inbound, cursor: &mut Option<
             Flow::Closed
         }
         Inbound::Other => Flow::Continue,
+    }
+}
+
+/// Keeps `seen` as the connection's cursor in the string it already
+/// holds: a cursor comes with every message, and only the first is
+/// allocated.
+fn keep(cursor: &mut Option<String>, seen: Option<&str>) {
+    let Some(seen) = seen else { return };
+    match cursor {
+        Some(kept) => {
+            kept.clear();
+            kept.push_str(seen);
+        }
+        None => *cursor = Some(seen.to_owned()),
     }
 }
 

@@ -98,7 +98,7 @@ fn read_frames(buf: &mut Vec<u8>) -> anyhow::Result<Vec<String>> {
         match opcode {
             0x1 => {
                 if let Inbound::Close { reason } = frames::parse(payload) {
-                    found.push(reason);
+                    found.push(reason.into_owned());
                 }
             }
             0x8 => {

@@ -1,6 +1,8 @@
 //! Server-sent-event clients: a GET that stays open, events decoded from a
 //! chunked (or close-delimited) body, the cursor kept from each message.
 
+use std::ops::ControlFlow;
+
 use anyhow::{Context as _, bail};
 
 use super::flow::{self, Flow};
@@ -70,7 +72,6 @@ async fn read(
 ) -> Flow {
     let mut parser = Parser::default();
     let mut decoded = Vec::new();
-    let mut events = Vec::new();
     let churn = tokio::time::sleep_until(flow::churn_at(ctx, rng));
     tokio::pin!(churn);
     let mut churning = ctx.spec.churn.is_some();
@@ -85,13 +86,15 @@ async fn read(
             }
             None => decoded.append(buf),
         }
-        parser.feed(&decoded, &mut events);
-        decoded.clear();
-        for event in events.drain(..) {
-            match flow::on_frame(ctx, i, frames::parse(&event.data), cursor) {
-                Flow::Continue => {}
-                other => return other,
+        let fed = parser.feed(&decoded, |event| {
+            match flow::on_frame(ctx, i, frames::parse(event.data), cursor) {
+                Flow::Continue => ControlFlow::Continue(()),
+                other => ControlFlow::Break(other),
             }
+        });
+        decoded.clear();
+        if let ControlFlow::Break(other) = fed {
+            return other;
         }
         tokio::select! {
             biased;
