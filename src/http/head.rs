@@ -8,8 +8,9 @@
 //! else, malformed heads included, is left to hyper, which then answers
 //! it (or refuses it) the way it always does.
 
+use bytes::Bytes;
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
-use hyper::{Method, Request, Version};
+use hyper::{Method, Request, Uri, Version};
 
 use super::MAX_HEADERS;
 
@@ -69,7 +70,7 @@ pub(crate) fn parse<R>(
     if req.version != Some(1) {
         return Parsed::Other;
     }
-    let Some(request) = request(&req) else {
+    let Some(request) = request(&req, &buf[..len]) else {
         return Parsed::Other;
     };
     if !bodiless(request.headers()) {
@@ -88,19 +89,29 @@ pub(crate) fn parse<R>(
     )
 }
 
-/// The parsed head as an `http` request, or `None` if a part does not
-/// convert (hyper then answers it).
-fn request(req: &httparse::Request<'_, '_>) -> Option<Request<()>> {
+/// The parsed head (`req`, parsed from `head`) as an `http` request, or
+/// `None` if a part does not convert (hyper then answers it). The head
+/// is copied once, and the target and every header value are views of
+/// that copy: one allocation for them all, not one each.
+fn request(req: &httparse::Request<'_, '_>, head: &[u8]) -> Option<Request<()>> {
+    let shared = Bytes::copy_from_slice(head);
+    // Where `part` (a slice httparse took from `head`) lies in the copy.
+    let view = |part: &[u8]| {
+        let start = (part.as_ptr() as usize).checked_sub(head.as_ptr() as usize)?;
+        shared.get(start..start + part.len())?;
+        Some(shared.slice(start..start + part.len()))
+    };
     let mut headers = HeaderMap::with_capacity(req.headers.len());
     for h in req.headers.iter() {
         let name = HeaderName::from_bytes(h.name.as_bytes()).ok()?;
-        let value = HeaderValue::from_bytes(h.value).ok()?;
+        let value = HeaderValue::from_maybe_shared(view(h.value)?).ok()?;
         headers.append(name, value);
     }
+    let target = Uri::from_maybe_shared(view(req.path?.as_bytes())?).ok()?;
     let mut request = Request::builder()
         .method(Method::GET)
         .version(Version::HTTP_11)
-        .uri(req.path?)
+        .uri(target)
         .body(())
         .ok()?;
     *request.headers_mut() = headers;
