@@ -283,11 +283,8 @@ async fn an_answered_poll_whose_client_stays_silent_is_released_at_its_deadline(
     assert_eq!(texts(&polled(&gw, &mut client, "cy", "e").await), ["e"]);
     let what = "no poll held within 4 s of the answer (deadline 1 s)";
     let gw = &gw;
-    support::ws::until_ok(Duration::from_secs(4), what, move || async move {
-        match gw.state.inspect().by_transport[1] {
-            0 => Ok(()),
-            polls => Err(format!("{polls} polls")),
-        }
+    support::ws::until_eq(Duration::from_secs(4), what, &0, || async move {
+        gw.state.inspect().by_transport[1]
     })
     .await;
     assert_eq!(texts(&polled(gw, &mut client, "cy", "f").await), ["f"]);

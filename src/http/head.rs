@@ -98,8 +98,10 @@ fn request(req: &httparse::Request<'_, '_>, head: &[u8]) -> Option<Request<()>> 
     // Where `part` (a slice httparse took from `head`) lies in the copy.
     let view = |part: &[u8]| {
         let start = (part.as_ptr() as usize).checked_sub(head.as_ptr() as usize)?;
-        shared.get(start..start + part.len())?;
-        Some(shared.slice(start..start + part.len()))
+        let end = start
+            .checked_add(part.len())
+            .filter(|end| *end <= shared.len())?;
+        Some(shared.slice(start..end))
     };
     let mut headers = HeaderMap::with_capacity(req.headers.len());
     for h in req.headers.iter() {
