@@ -35,7 +35,9 @@ where
     let handler = Arc::clone(&gw);
     let service = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
         let gw = Arc::clone(&handler);
-        req.extensions_mut().insert(RemoteAddr(peer));
+        if gw.connect_proxy.is_some() {
+            req.extensions_mut().insert(RemoteAddr(peer));
+        }
         async move { Ok::<_, Infallible>(router::handle(gw, req).await) }
     });
     let result = match phase {

@@ -154,7 +154,7 @@ impl DirectWrite for PollSocket {
 pub(crate) async fn answer_raw(
     gw: &Arc<Gateway>,
     tcp: &Arc<TcpStream>,
-    head: Head,
+    head: Box<Head>,
     pipelined: &mut Pipelined,
 ) -> bool {
     // Only an answer that keeps the connection: after one that closes it
@@ -168,29 +168,39 @@ pub(crate) async fn answer_raw(
             input: AtomicBool::new(!pipelined.is_empty()),
         })
     });
-    let answer = outcome(gw, head.request, socket.clone());
-    tokio::pin!(answer);
-    let (origin, answered) = loop {
-        tokio::select! {
-            // An answer ready at once goes out even if the client has
-            // already shut its side (`nc -N`), as hyper answers a request
-            // it can answer before it looks for the end of the stream.
-            // First also so that after input the answer is looked at again.
-            biased;
-            resp = &mut answer => break resp,
-            input = pipelined.next_input(tcp) => match input {
-                // Dropping the parked poll detaches it.
-                Input::Ended => return false,
-                Input::Arrived => {
-                    if let Some(socket) = &socket {
-                        socket.input.store(true, Ordering::SeqCst);
+    let Head {
+        request,
+        keep_alive: keep_asked,
+        ..
+    } = *head;
+    // In a block of its own, so the parked poll's state and the answer's
+    // writing below share their room in this future.
+    let (origin, answered) = {
+        let answer = outcome(gw, request, socket.clone());
+        tokio::pin!(answer);
+        loop {
+            tokio::select! {
+                // An answer ready at once goes out even if the client has
+                // already shut its side (`nc -N`), as hyper answers a
+                // request it can answer before it looks for the end of the
+                // stream. First also so that after input the answer is
+                // looked at again.
+                biased;
+                resp = &mut answer => break resp,
+                input = pipelined.next_input(tcp) => match input {
+                    // Dropping the parked poll detaches it.
+                    Input::Ended => return false,
+                    Input::Arrived => {
+                        if let Some(socket) = &socket {
+                            socket.input.store(true, Ordering::SeqCst);
+                        }
                     }
-                }
-            },
+                },
+            }
         }
     };
     drop(socket);
-    let keep_alive = head.keep_alive && !pipelined.is_overflowed();
+    let keep_alive = keep_asked && !pipelined.is_overflowed();
     let bytes = match answered {
         Ok(Answer::Frames(frames)) => answer_bytes(
             cors::allow_origin(&gw.origins, origin.as_deref()),

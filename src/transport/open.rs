@@ -412,7 +412,9 @@ async fn ask_proxy<B>(
         headers: req.headers(),
         remote_addr: req.extensions().get::<RemoteAddr>().map(|addr| addr.0),
     };
-    match proxy.identify(&client, Gateway::unix_now()).await {
+    // Boxed: a network round trip, and unboxed its request would size
+    // every connection's front-door task.
+    match Box::pin(proxy.identify(&client, Gateway::unix_now())).await {
         Ok(identity) => Ok((identity.user, identity.expires_at, identity.channels)),
         Err(Refusal::Unauthorized) => Err(ClientError::Token),
         Err(Refusal::Forbidden) => Err(ClientError::Refused),

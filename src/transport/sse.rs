@@ -59,7 +59,7 @@ pub(crate) async fn stream<B>(gw: &Arc<Gateway>, req: Request<B>) -> Response<Bo
 pub(crate) async fn serve_raw(
     gw: &Arc<Gateway>,
     tcp: &Arc<TcpStream>,
-    head: Head,
+    head: Box<Head>,
     pipelined: &mut Pipelined,
 ) -> bool {
     let keep_alive = head.keep_alive;

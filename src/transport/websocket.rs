@@ -229,7 +229,7 @@ impl RawWebSocket {
 pub(crate) async fn upgrade_raw(
     gw: &Arc<Gateway>,
     tcp: &Arc<TcpStream>,
-    head: Head,
+    head: Box<Head>,
     after: BytesMut,
 ) -> RawUpgrade {
     let keep_alive = head.keep_alive;
@@ -237,15 +237,9 @@ pub(crate) async fn upgrade_raw(
     drop(head);
     let Admitted { accept, held } = match admitted {
         Ok(admitted) => admitted,
-        Err(refused) => {
-            let bytes = wire::encode(refused, keep_alive).await;
-            let written = wire::write_all(tcp, &bytes).await.is_ok();
-            return if written && keep_alive {
-                RawUpgrade::Refused(after)
-            } else {
-                RawUpgrade::Closed
-            };
-        }
+        // Boxed: encoding a refusal takes more state than the rest, and
+        // this future sizes the front door's task.
+        Err(refused) => return Box::pin(refuse_raw(tcp, refused, keep_alive, after)).await,
     };
     let conn = held.conn();
     let switched = switching_protocols(&accept);
@@ -267,6 +261,23 @@ pub(crate) async fn upgrade_raw(
         socket,
         prefetched: after.freeze(),
     })
+}
+
+/// Writes a handshake's refusal on the raw socket: what comes next on the
+/// connection, if it stays open.
+async fn refuse_raw(
+    tcp: &TcpStream,
+    refused: Response<Body>,
+    keep_alive: bool,
+    after: BytesMut,
+) -> RawUpgrade {
+    let bytes = wire::encode(refused, keep_alive).await;
+    let written = wire::write_all(tcp, &bytes).await.is_ok();
+    if written && keep_alive {
+        RawUpgrade::Refused(after)
+    } else {
+        RawUpgrade::Closed
+    }
 }
 
 /// The `101` answer, as hyper writes [`upgrade`]'s: the three headers in
