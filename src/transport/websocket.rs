@@ -237,9 +237,7 @@ pub(crate) async fn upgrade_raw(
     drop(head);
     let Admitted { accept, held } = match admitted {
         Ok(admitted) => admitted,
-        // Boxed: encoding a refusal takes more state than the rest, and
-        // this future sizes the front door's task.
-        Err(refused) => return Box::pin(refuse_raw(tcp, refused, keep_alive, after)).await,
+        Err(refused) => return refuse_raw(tcp, refused, keep_alive, after).await,
     };
     let conn = held.conn();
     let switched = switching_protocols(&accept);
