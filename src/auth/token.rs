@@ -242,7 +242,8 @@ impl TokenVerifier {
         match (self.verify(token, now_secs), &self.jwks) {
             (Err(unknown @ TokenError::UnknownKey { .. }), Some(jwks)) => {
                 // Boxed: rare, and unboxed its fetch would size every
-                // connection's front-door task (some 0.6 KiB).
+                // connection's front-door task (about 0.5 KiB: probed,
+                // this future 672 -> 168 bytes).
                 if Box::pin(jwks.refresh_for_unknown_kid()).await {
                     self.verify(token, now_secs)
                 } else {

@@ -21,7 +21,9 @@
 //! the read could have covered. Once every barrier went through the
 //! fan-out, the `recover` frame and history are queued ahead of the live
 //! frames that came meanwhile, copies of what history carried are dropped
-//! and the others' cursors raised past it.
+//! and the others' cursors raised past it. A barrier sent while the node's
+//! subscription in the shard was gone (a failover) is sent again once the
+//! shard is caught up (`barrier`).
 //!
 //! Faults: a lost connection to a master, a slot moved away under a
 //! subscription, or a probe that did not come back (`probe`) pauses the
@@ -29,6 +31,7 @@
 //! again and each paused shard is caught up from history, in order, each
 //! message once.
 
+mod barrier;
 mod batch;
 mod catch_up;
 mod commit;
@@ -47,9 +50,9 @@ use parking_lot::Mutex;
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::{PushInfo, PushKind, Script, Value};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use self::batch::{Recipient, ShardMessage, ShardPush};
 use self::catch_up::{History, Pending, Step};
@@ -83,12 +86,6 @@ const RECOVERY_LIMIT: Duration = Duration::from_secs(60);
 /// delivered, what arrived after it is held, and the shard is subscribed
 /// again and caught up once more from where the history ended.
 const CATCH_UP_BARRIER_LIMIT: Duration = Duration::from_secs(3);
-
-/// How long a resume waits for a shard's barrier to pass the fan-out. It
-/// comes after every message the node received before it, so a node far
-/// behind on delivering (a reconnect storm on a busy machine) takes
-/// seconds; past this the shard resumes incomplete.
-const BARRIER_LIMIT: Duration = Duration::from_secs(20);
 
 /// How a shard's catch-up went.
 #[derive(Debug, Clone, Copy)]
@@ -124,6 +121,10 @@ struct Shared {
     /// meanwhile, delivered after the missed messages. Locked after
     /// `position`.
     paused: Mutex<Vec<Option<Vec<Pending>>>>,
+    /// Per shard, how many catch-ups proved its subscriptions deliver: a
+    /// resume waiting for its barrier sends it again when this moves
+    /// (`barrier`).
+    caught_up: Vec<watch::Sender<u64>>,
     /// Each shard's probe of its own subscriptions.
     probes: Mutex<Probes>,
     /// A recovery after a lost connection is under way.
@@ -255,6 +256,9 @@ impl ClusterBus {
             barriers: Mutex::new(HashMap::new()),
             next_barrier: AtomicU64::new(1),
             paused: Mutex::new(vec![None; config.shards.max(1)]),
+            caught_up: (0..config.shards.max(1))
+                .map(|_| watch::Sender::new(0))
+                .collect(),
             probes: Mutex::new(Probes::new(
                 config.shards.max(1),
                 tokio::time::Instant::now(),
@@ -546,9 +550,9 @@ impl Shared {
         batch.deliver(frame, target);
     }
 
-    /// A barrier (`<token>\n<epoch>-<seq>`): every message of `shard` up to
-    /// that position has been handed to the fan-out. Or the node's probe of
-    /// the shard, back.
+    /// A barrier (`<token>\n<epoch>-<seq>`, or `<token>\n` sent again by
+    /// a resume): every message of `shard` up to that position has been
+    /// handed to the fan-out. Or the node's probe of the shard, back.
     fn on_barrier(
         &self,
         position: &mut NodePosition,
@@ -813,6 +817,9 @@ impl Shared {
         // Handed to the fan-out before the position's lock is let go.
         drop(batch);
         drop(position);
+        if confirmed {
+            self.caught_up[shard].send_modify(|n| *n += 1);
+        }
         CaughtUp { whole, confirmed }
     }
 
@@ -1099,11 +1106,13 @@ impl Shared {
             let (tx, rx) = oneshot::channel();
             self.barriers.lock().insert(token, tx);
             let after = cursor.shards()[shard];
+            // Taken before the read: a catch-up during it counts.
+            let caught_up = self.caught_up[shard].subscribe();
             async move {
                 let read = self.read_shard(shard, &streams, after, token).await;
                 // A failed read refuses the client: no barrier to wait for.
                 let arrived = read.is_ok()
-                    && matches!(tokio::time::timeout(BARRIER_LIMIT, rx).await, Ok(Ok(())));
+                    && barrier::wait(rx, caught_up, || self.send_barrier_again(shard, token)).await;
                 if !arrived {
                     self.barriers.lock().remove(&token);
                 }
@@ -1139,6 +1148,24 @@ impl Shared {
         match failed {
             Some(err) => Err(err),
             None => Ok(out),
+        }
+    }
+
+    /// Sends a resume's barrier `token` through `shard` again, without a
+    /// position (the read's came with the first; this one only lets the
+    /// resume go). A failed send waits for the next catch-up.
+    async fn send_barrier_again(&self, shard: usize, token: u64) {
+        let mut conn = self.conn.clone();
+        let sent = redis::cmd("SPUBLISH")
+            .arg(self.shards.sync(shard, &self.node))
+            .arg(format!("{token}\n"))
+            .query_async::<i64>(&mut conn)
+            .await;
+        match sent {
+            Ok(_) => debug!(shard, token, "redis cluster: a resume barrier sent again"),
+            Err(err) => {
+                warn!(error = %err, shard, "redis cluster: a resume barrier could not be sent again");
+            }
         }
     }
 
