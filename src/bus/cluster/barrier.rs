@@ -59,45 +59,50 @@ mod tests {
 
     use super::*;
 
-    /// A waiter whose `send_again` counts its calls and, from the
-    /// `answer_from`th call on, delivers the barrier.
+    /// A resume waiting for its barrier, its shard's catch-ups counted by
+    /// `caught_up`: the wait, how often it sent the barrier again, and
+    /// the barrier's own sender when the test delivers it (`answer_from:
+    /// None`; else the `answer_from`th send again delivers it).
     fn waiter(
-        arrival: oneshot::Receiver<()>,
-        sender: oneshot::Sender<()>,
         caught_up: watch::Receiver<u64>,
-        answer_from: usize,
-    ) -> (impl Future<Output = bool>, Arc<AtomicUsize>) {
+        answer_from: Option<usize>,
+    ) -> (
+        impl Future<Output = bool>,
+        Arc<AtomicUsize>,
+        Option<oneshot::Sender<()>>,
+    ) {
+        let (tx, rx) = oneshot::channel();
+        let (mut by_send, by_test) = match answer_from {
+            Some(_) => (Some(tx), None),
+            None => (None, Some(tx)),
+        };
         let sent = Arc::new(AtomicUsize::new(0));
         let counter = Arc::clone(&sent);
-        let mut sender = Some(sender);
-        let waiting = wait(arrival, caught_up, move || {
+        let waiting = wait(rx, caught_up, move || {
             let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
-            if n >= answer_from
-                && let Some(sender) = sender.take()
+            if answer_from.is_some_and(|from| n >= from)
+                && let Some(tx) = by_send.take()
             {
-                let _ = sender.send(());
+                let _ = tx.send(());
             }
             async {}
         });
-        (waiting, sent)
+        (waiting, sent, by_test)
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_barrier_that_arrives_is_not_sent_again() {
-        let (tx, rx) = oneshot::channel();
         let (_recovered, caught_up) = watch::channel(0);
-        tx.send(()).expect("waiting");
-        let (unused_tx, _) = oneshot::channel();
-        let (waiting, sent) = waiter(rx, unused_tx, caught_up, 1);
+        let (waiting, sent, barrier) = waiter(caught_up, None);
+        barrier.expect("the test's").send(()).expect("waiting");
         assert!(waiting.await);
         assert_eq!(sent.load(Ordering::SeqCst), 0);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_lost_barrier_is_sent_again_once_its_shard_is_caught_up() {
-        let (tx, rx) = oneshot::channel();
         let (recovered, caught_up) = watch::channel(0);
-        let (waiting, sent) = waiter(rx, tx, caught_up, 1);
+        let (waiting, sent, _) = waiter(caught_up, Some(1));
         let waiting = tokio::spawn(waiting);
         tokio::time::sleep(Duration::from_secs(3)).await;
         assert_eq!(sent.load(Ordering::SeqCst), 0, "nothing caught up yet");
@@ -113,19 +118,17 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_catch_up_before_the_wait_began_counts() {
         // The count was taken before the read; the catch-up came during it.
-        let (tx, rx) = oneshot::channel();
         let (recovered, caught_up) = watch::channel(0);
         recovered.send_modify(|n| *n += 1);
-        let (waiting, sent) = waiter(rx, tx, caught_up, 1);
+        let (waiting, sent, _) = waiter(caught_up, Some(1));
         assert!(waiting.await);
         assert_eq!(sent.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test(start_paused = true)]
     async fn each_catch_up_sends_it_again_until_it_arrives() {
-        let (tx, rx) = oneshot::channel();
         let (recovered, caught_up) = watch::channel(0);
-        let (waiting, sent) = waiter(rx, tx, caught_up, 2);
+        let (waiting, sent, _) = waiter(caught_up, Some(2));
         let waiting = tokio::spawn(waiting);
         for _ in 0..2 {
             tokio::time::sleep(Duration::from_secs(2)).await;
@@ -137,11 +140,10 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn without_a_barrier_or_a_catch_up_the_wait_ends_at_the_limit() {
-        let (_tx, rx) = oneshot::channel();
         let (_recovered, caught_up) = watch::channel(0);
-        let (unused_tx, _) = oneshot::channel();
         let started = tokio::time::Instant::now();
-        let (waiting, sent) = waiter(rx, unused_tx, caught_up, 1);
+        // The barrier's sender held, never used.
+        let (waiting, sent, _barrier) = waiter(caught_up, None);
         assert!(!waiting.await);
         assert_eq!(started.elapsed(), LIMIT);
         assert_eq!(sent.load(Ordering::SeqCst), 0);
@@ -149,14 +151,12 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_bus_gone_leaves_the_wait_to_the_barrier() {
-        let (tx, rx) = oneshot::channel();
         let (recovered, caught_up) = watch::channel(0);
         drop(recovered);
-        let (unused_tx, _) = oneshot::channel();
-        let (waiting, sent) = waiter(rx, unused_tx, caught_up, 1);
+        let (waiting, sent, barrier) = waiter(caught_up, None);
         let waiting = tokio::spawn(waiting);
         tokio::time::sleep(Duration::from_secs(1)).await;
-        tx.send(()).expect("waiting");
+        barrier.expect("the test's").send(()).expect("waiting");
         assert!(waiting.await.expect("joined"));
         assert_eq!(sent.load(Ordering::SeqCst), 0);
     }
