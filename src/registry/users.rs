@@ -410,32 +410,56 @@ impl Registry {
         self.conns.all()
     }
 
-    /// Delivers `frame` to every live connection of `lane`.
-    pub(crate) fn broadcast(&self, frame: &Frame, lane: Lane) -> Delivered {
+    /// Delivers `frame` to every live connection of `lane`. Each of these
+    /// delivering methods calls `after_delivery` after a delivery that
+    /// went out or was queued (it may have woken a reader or the
+    /// connection's task), with no lock held: the fan-out lets what its
+    /// first write woke run there.
+    pub(crate) fn broadcast(
+        &self,
+        frame: &Frame,
+        lane: Lane,
+        after_delivery: &mut impl FnMut(),
+    ) -> Delivered {
         // Shard by shard: the first write goes out as soon as one shard
         // is copied, and no socket is written under a shard's lock
         // (connects and disconnects would wait for it).
         let mut delivered = Delivered::default();
         self.conns.walk(
             |shard| lane.owns_shard(shard),
-            |conn| queue(conn, frame, &mut delivered),
+            |conn| {
+                if queue(conn, frame, &mut delivered) {
+                    after_delivery();
+                }
+            },
         );
         self.count(delivered)
     }
 
     /// Delivers `frame` to every connection of `lane` of each of `users`.
-    pub(crate) fn send_to(&self, users: &[UserId], frame: &Frame, lane: Lane) -> Delivered {
+    pub(crate) fn send_to(
+        &self,
+        users: &[UserId],
+        frame: &Frame,
+        lane: Lane,
+        after_delivery: &mut impl FnMut(),
+    ) -> Delivered {
         let mut delivered = Delivered::default();
         for user in users {
             // The user object is cloned out of the map so no shard lock is
             // held while writing; its connection list stays locked (a user
             // has a handful, and only its own attach and detach wait).
-            if let Some(user) = self.user(user) {
-                for conn in user.conns.lock().iter() {
-                    if lane.owns(conn.id) {
-                        queue(conn, frame, &mut delivered);
-                    }
+            let Some(user) = self.user(user) else {
+                continue;
+            };
+            let mut any = false;
+            for conn in user.conns.lock().iter() {
+                if lane.owns(conn.id) {
+                    any |= queue(conn, frame, &mut delivered);
                 }
+            }
+            if any {
+                after_delivery();
             }
         }
         self.count(delivered)
@@ -448,14 +472,17 @@ impl Registry {
         channel: &Channel,
         frame: &Frame,
         lane: Lane,
+        after_delivery: &mut impl FnMut(),
     ) -> Delivered {
         let mut delivered = Delivered::default();
         for conn in self.channels.members(channel, |id| lane.owns(id)) {
             // The list is the authority: an `unsubscribe` since the
             // snapshot has queued its answer, and nothing may follow it.
             let list = conn.channels.lock();
-            if list.contains(channel) {
-                queue(&conn, frame, &mut delivered);
+            let went = list.contains(channel) && queue(&conn, frame, &mut delivered);
+            drop(list);
+            if went {
+                after_delivery();
             }
         }
         self.count(delivered)
@@ -487,13 +514,21 @@ fn end_answered_polls(conns: &[Arc<Conn>]) {
     }
 }
 
-fn queue(conn: &Conn, frame: &Frame, delivered: &mut Delivered) {
+/// Gives `frame` to `conn`, counted in `delivered`: whether it went out or
+/// was queued.
+fn queue(conn: &Conn, frame: &Frame, delivered: &mut Delivered) -> bool {
     // The connection's cursor, not the message's: with channels it covers
     // them too.
     let own = conn.frame_for(frame);
     match conn.outbound.push_frame(own.as_ref().unwrap_or(frame)) {
-        Pushed::Queued | Pushed::Written => delivered.queued[conn.transport.index()] += 1,
-        Pushed::Overflowed => delivered.slow += 1,
-        Pushed::Closing | Pushed::Covered => {}
+        Pushed::Queued | Pushed::Written => {
+            delivered.queued[conn.transport.index()] += 1;
+            true
+        }
+        Pushed::Overflowed => {
+            delivered.slow += 1;
+            false
+        }
+        Pushed::Closing | Pushed::Covered => false,
     }
 }
