@@ -9,13 +9,23 @@
 #   e.g. loadtest/ab.sh /tmp/before/pushgate target/release/pushgate fanout -n 10000 -m 20 -r 2
 #   ROUNDS=3 (rounds per build). Needs target/release/loadtest
 #   (cargo build --release -p loadtest; under $CARGO_TARGET_DIR if set).
+#   A_ENV, B_ENV: settings for that build's gateway only, as
+#   space-separated NAME=value words (PUSHGATE_* overrides), so one binary
+#   can be compared with itself under two configurations, e.g.
+#   B_ENV="PUSHGATE_SERVER_FANOUT_NICE=0" loadtest/ab.sh bin bin fanout ...
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-(( $# >= 3 )) || { sed -n '2,12p' "$0" >&2; exit 2; }
+(( $# >= 3 )) || { sed -n '2,16p' "$0" >&2; exit 2; }
 a=$1 b=$2 scenario=$3
 shift 3
 rounds=${ROUNDS:-3}
+read -ra a_env <<<"${A_ENV:-}"
+read -ra b_env <<<"${B_ENV:-}"
+for setting in "${a_env[@]}" "${b_env[@]}"; do
+    [[ $setting =~ ^PUSHGATE_[A-Z0-9_]+=.*$ ]] ||
+        { echo "ab: A_ENV/B_ENV take PUSHGATE_NAME=value words, not '$setting'" >&2; exit 2; }
+done
 client=${CARGO_TARGET_DIR:-target}/release/loadtest
 [[ -x $client ]] || { echo "ab: no $client (cargo build --release -p loadtest)" >&2; exit 1; }
 export LOADTEST_API_KEY="loadtest-api-key-not-for-production"
@@ -28,7 +38,9 @@ cp "$client" "$tmp/loadtest"
 for round in $(seq 1 "$rounds"); do
     for build in a b; do
         prefix="$tmp/gw-$build-$round"
-        started=$(LOADTEST_PUSHGATE_BIN="$tmp/$build" loadtest/peers/pushgate/start.sh "$prefix")
+        if [[ $build == a ]]; then settings=("${a_env[@]}"); else settings=("${b_env[@]}"); fi
+        started=$(env "${settings[@]}" LOADTEST_PUSHGATE_BIN="$tmp/$build" \
+            loadtest/peers/pushgate/start.sh "$prefix")
         pid=$(awk '/^pid/ {print $2}' <<<"$started")
         port=$(awk '/^port/ {print $2}' <<<"$started")
         sleep 1
@@ -43,7 +55,7 @@ for round in $(seq 1 "$rounds"); do
         loadtest/peers/pushgate/stop.sh "$prefix" >/dev/null 2>&1 || true
         figures=$(grep -E '^\| (lost|duplicated|time to last recipient|time to first recipient|delivery latency|server CPU per|server PSS per connection)[ ,]' <<<"$report" |
             sed -E 's/^\| //; s/ \|$//; s/ \| / /g' | paste -sd ';' -)
-        echo "$build round $round (load $load): ${figures:-no figures; the run failed:}"
+        echo "$build round $round (load $load)${settings:+ [${settings[*]}]}: ${figures:-no figures; the run failed:}"
         [[ -n $figures ]] || tail -5 <<<"$report"
         sleep 2
     done
