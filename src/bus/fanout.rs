@@ -603,6 +603,11 @@ mod tests {
         let _bob = attach(&registry, "bob");
         let carol = attach(&registry, "carol");
         carol.outbound.discard_through(5);
+        let news = crate::protocol::Channel::parse("news").expect("valid");
+        let dave = registry
+            .attach(user("dave"), Transport::Ws, None, 0, vec![news.clone()])
+            .expect("room")
+            .conn;
         let mut count = 0;
         deliver_to(
             &registry,
@@ -612,14 +617,17 @@ mod tests {
                     frame(2),
                     PushTarget::Users(vec![user("alice"), user("nobody")]),
                 ),
+                (frame(3), PushTarget::Channels(vec![news])),
             ],
             Lane::ALL,
             &mut || count += 1,
         );
-        // alice and bob got 1 (carol's floor covers it), alice got 2.
-        assert_eq!(count, 3);
+        // alice, bob and dave got 1 (carol's floor covers it), alice got
+        // 2, dave 3.
+        assert_eq!(count, 5);
         assert_eq!(seqs(&alice), [1, 2]);
         assert_eq!(seqs(&carol), Vec::<u64>::new());
+        assert_eq!(seqs(&dave), [1, 3]);
     }
 
     #[test]
