@@ -4,10 +4,12 @@
 # Usage: start.sh [PREFIX]   (default: a new directory /tmp/nchan-loadtest.XXXXXX)
 # Prints three lines: `prefix <dir>`, `port <port>`, `pid <master pid>`.
 # Stop it with stop.sh <dir> (by its pid file, never by name).
-# NCHAN_PORT chooses the port (default: a free one).
+# NCHAN_PORT chooses the port (default: a free one); NGINX_BIN the nginx
+# binary (default: nginx on PATH), NCHAN_MODULE the module's .so. (Not
+# NGINX: nginx itself reads that variable as a list of inherited sockets.)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-nginx_bin=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
+nginx_bin=${NGINX_BIN:-$(command -v nginx || echo /usr/sbin/nginx)}
 module=${NCHAN_MODULE:-/usr/lib/nginx/modules/ngx_nchan_module.so}
 [[ -x $nginx_bin && -f $module ]] || { echo "start: nginx or the Nchan module is missing; run $here/setup.sh" >&2; exit 1; }
 
