@@ -27,10 +27,11 @@
 //! than a reset.
 
 use std::io;
+use std::mem;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
@@ -95,32 +96,40 @@ enum Next {
 }
 
 /// Serves a plain-TCP connection until it closes.
-pub(crate) async fn serve(
+///
+/// A plain function that returns its future, as [`requests`] is: an
+/// `async fn` keeps its arguments in its future twice (as it received
+/// them, and moved into its body), and this future is what a parked poll
+/// or an open event stream holds (README, Performance).
+pub(crate) fn serve(
     gw: Arc<Gateway>,
     stream: PeerStream<TcpStream>,
     peer: SocketAddr,
     stop: watch::Receiver<bool>,
-) {
+) -> impl Future<Output = ()> + Send + 'static {
     let (tcp, permit, unread) = stream.into_parts();
-    match requests(&gw, tcp, unread, peer, &stop).await {
-        Then::WebSocket(ws) => {
-            // On a task of its own, with the permit until it ends: sized
-            // for the WebSocket alone. (Served on this task instead, it
-            // held 0.17 KiB more per idle WebSocket and saved no CPU
-            // measurably: README, Performance.)
-            tokio::spawn(async move {
-                ws.serve().await;
-                drop(permit);
-            });
+    // Shared with the fan-out while a poll or a stream lets it write.
+    let tcp = Arc::new(tcp);
+    let mut buf = BytesMut::from(&unread[..]);
+    drop(unread);
+    async move {
+        match requests(&gw, tcp, &mut buf, peer, &stop).await {
+            Then::WebSocket(ws) => {
+                // On a task of its own, with the permit until it ends:
+                // sized for the WebSocket alone. (Served on this task
+                // instead, it held 0.17 KiB more per idle WebSocket and
+                // saved no CPU measurably: README, Performance.)
+                tokio::spawn(ws.serve(permit));
+            }
+            Then::Hyper(tcp) => {
+                let stream = PeerStream::new(tcp, permit).with_unread(buf.freeze());
+                // Boxed: hyper's connection state would more than double
+                // this task's, which a parked poll holds (and hyper
+                // allocates its buffers anyway).
+                Box::pin(http1::serve(gw, stream, peer, Phase::Serving(stop))).await;
+            }
+            Then::Closed => {}
         }
-        Then::Hyper(tcp, unread) => {
-            let stream = PeerStream::new(tcp, permit).with_unread(unread);
-            // Boxed: hyper's connection state would more than double this
-            // task's, which a parked poll holds (and hyper allocates its
-            // buffers anyway).
-            Box::pin(http1::serve(gw, stream, peer, Phase::Serving(stop))).await;
-        }
-        Then::Closed => {}
     }
 }
 
@@ -128,76 +137,81 @@ pub(crate) async fn serve(
 enum Then {
     /// A WebSocket, its `101` written.
     WebSocket(websocket::RawWebSocket),
-    /// hyper, for good, with what was read and not yet served.
-    Hyper(TcpStream, Bytes),
+    /// hyper, for good, with what was read and not yet served left in the
+    /// buffer.
+    Hyper(TcpStream),
     /// Nothing: the connection is closed.
     Closed,
 }
 
 /// Serves the requests the front door takes, one after another, until
-/// the connection is closed, upgraded, or sends one for hyper.
-async fn requests(
-    gw: &Arc<Gateway>,
-    tcp: TcpStream,
-    unread: Bytes,
+/// the connection is closed, upgraded, or sends one for hyper. `buf`
+/// holds what was read and not yet served, before and after.
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async fn keeps its arguments twice in the future a parked poll holds"
+)]
+fn requests<'a>(
+    gw: &'a Arc<Gateway>,
+    tcp: Arc<TcpStream>,
+    buf: &'a mut BytesMut,
     peer: SocketAddr,
-    stop: &watch::Receiver<bool>,
-) -> Then {
-    // Shared with the fan-out while a poll or a stream lets it write.
-    let tcp = Arc::new(tcp);
-    let mut buf = BytesMut::from(&unread[..]);
-    drop(unread);
-    loop {
-        let (mut head, native) = match next_head(gw, &tcp, &mut buf, stop).await {
-            Next::Native(head, native) => (head, native),
-            Next::Other => break,
-            Next::Closed => return Then::Closed,
-        };
-        if gw.connect_proxy.is_some() {
-            head.request.extensions_mut().insert(RemoteAddr(peer));
-        }
-        let next = match native {
-            Native::Ws => {
-                // What followed the head is the WebSocket's first bytes
-                // (or, after a refusal, the next request), kept whole as
-                // hyper keeps it.
-                let after = buf.split_off(head.len);
-                drop(buf);
-                match websocket::upgrade_raw(gw, &tcp, head, after).await {
-                    websocket::RawUpgrade::Refused(next) => Some(next),
-                    websocket::RawUpgrade::Closed => return Then::Closed,
-                    websocket::RawUpgrade::Open(ws) => return Then::WebSocket(ws),
+    stop: &'a watch::Receiver<bool>,
+) -> impl Future<Output = Then> + Send + 'a {
+    async move {
+        loop {
+            let (mut head, native) = match next_head(gw, &tcp, buf, stop).await {
+                Next::Native(head, native) => (head, native),
+                Next::Other => break,
+                Next::Closed => return Then::Closed,
+            };
+            if gw.connect_proxy.is_some() {
+                head.request.extensions_mut().insert(RemoteAddr(peer));
+            }
+            let next = match native {
+                Native::Ws => {
+                    // What followed the head is the WebSocket's first
+                    // bytes (or, after a refusal, the next request), kept
+                    // whole as hyper keeps it.
+                    let after = buf.split_off(head.len);
+                    drop(mem::take(buf));
+                    match websocket::upgrade_raw(gw, &tcp, head, after).await {
+                        websocket::RawUpgrade::Refused(next) => Some(next),
+                        websocket::RawUpgrade::Closed => return Then::Closed,
+                        websocket::RawUpgrade::Open(ws) => return Then::WebSocket(ws),
+                    }
+                }
+                Native::Poll | Native::Sse => {
+                    // The head's buffer goes; what followed it is copied
+                    // out, bounded.
+                    let mut pipelined =
+                        Pipelined::after_head(buf.get(head.len..).unwrap_or_default());
+                    drop(mem::take(buf));
+                    let open = if native == Native::Poll {
+                        longpoll::answer_raw(gw, &tcp, head, &mut pipelined).await
+                    } else {
+                        sse::serve_raw(gw, &tcp, head, &mut pipelined).await
+                    };
+                    pipelined.into_next().filter(|_| open)
+                }
+            };
+            match next {
+                Some(next) => *buf = next,
+                None => {
+                    // Every direct socket was forgotten when its poll or
+                    // stream ended.
+                    if let Ok(tcp) = Arc::try_unwrap(tcp) {
+                        linger::close(tcp).await;
+                    }
+                    return Then::Closed;
                 }
             }
-            Native::Poll | Native::Sse => {
-                // The head's buffer goes; what followed it is copied out,
-                // bounded.
-                let mut pipelined = Pipelined::after_head(buf.get(head.len..).unwrap_or_default());
-                drop(buf);
-                let open = if native == Native::Poll {
-                    longpoll::answer_raw(gw, &tcp, head, &mut pipelined).await
-                } else {
-                    sse::serve_raw(gw, &tcp, head, &mut pipelined).await
-                };
-                pipelined.into_next().filter(|_| open)
-            }
-        };
-        match next {
-            Some(next) => buf = next,
-            None => {
-                // Every direct socket was forgotten when its poll or
-                // stream ended.
-                if let Ok(tcp) = Arc::try_unwrap(tcp) {
-                    linger::close(tcp).await;
-                }
-                return Then::Closed;
-            }
         }
-    }
-    // Every direct socket was forgotten when its poll or stream ended.
-    match Arc::try_unwrap(tcp) {
-        Ok(tcp) => Then::Hyper(tcp, buf.freeze()),
-        Err(_) => Then::Closed,
+        // Every direct socket was forgotten when its poll or stream ended.
+        match Arc::try_unwrap(tcp) {
+            Ok(tcp) => Then::Hyper(tcp),
+            Err(_) => Then::Closed,
+        }
     }
 }
 
@@ -245,5 +259,49 @@ async fn read_more(tcp: &TcpStream, buf: &mut BytesMut) -> io::Result<usize> {
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
             read => return read,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::peers::PeerLimits;
+
+    /// Bytes of the front door's future that keep its task cell in
+    /// jemalloc's 1,536-byte size class: tokio's task cell is the future
+    /// and 104 bytes of its own (header, scheduler, task id, stage tag,
+    /// trailer), aligned to 128. Every parked poll and
+    /// open event stream holds one; at 2,200 bytes (moved-out requests and
+    /// response parts, and `async fn` arguments kept twice) the cell was
+    /// 2,304 bytes and took jemalloc's 2,560-byte class.
+    const FRONT_FUTURE_BUDGET: usize = 1_536 - 104;
+
+    #[tokio::test]
+    async fn the_front_doors_future_fits_its_size_class() {
+        let mut config = Config::default();
+        config.auth.secret = "size-test-secret-0123456789abcdef".into();
+        let gw = Gateway::new(config).expect("gateway");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let tcp = TcpStream::connect(addr).await.expect("connect");
+        let permit = PeerLimits::new(&gw.config.limits)
+            .admit(addr.ip())
+            .expect("permit");
+        let (_stop_tx, stop) = watch::channel(false);
+        let size = std::mem::size_of_val(&serve(
+            Arc::clone(&gw),
+            PeerStream::new(tcp, permit),
+            addr,
+            stop,
+        ));
+        println!("front door future: {size} bytes");
+        assert!(
+            size <= FRONT_FUTURE_BUDGET,
+            "the front door's future is {size} bytes, over {FRONT_FUTURE_BUDGET}: \
+             a parked poll would hold a larger task cell"
+        );
     }
 }

@@ -33,7 +33,10 @@ use crate::registry::{Attached, Conn, DirectWrite, Outgoing, User};
 /// The request is dropped once admitted: a parked poll keeps only what
 /// its answer needs (the `Origin`, for CORS).
 pub(crate) async fn poll<B>(gw: &Arc<Gateway>, req: Request<B>) -> Response<Body> {
-    let (origin, answered) = outcome(gw, req, None).await;
+    let origin = cors::origin_of(req.headers()).map(str::to_owned);
+    let admitted = open::admit(gw, &req, Transport::Poll).await;
+    drop(req);
+    let answered = answer(gw, admitted, None).await;
     let mut resp = match answered {
         Ok(Answer::Frames(frames)) => {
             let mut resp = Response::new(full(json_array(frames.iter().map(|f| f.json()))));
@@ -60,24 +63,6 @@ enum Answer {
     /// Its first message, written whole by the fan-out as the answer
     /// ([`PollSocket`]), but for these bytes the socket did not take.
     Written(Option<Bytes>),
-}
-
-/// A poll's `Origin` (for CORS) and what it is answered with, or why it
-/// was refused. The request is dropped once admitted. With `socket`, the
-/// fan-out may write the answer itself.
-async fn outcome<B>(
-    gw: &Arc<Gateway>,
-    req: Request<B>,
-    socket: Option<Arc<PollSocket>>,
-) -> (Option<String>, Result<Answer, ClientError>) {
-    let origin = cors::origin_of(req.headers()).map(str::to_owned);
-    let admitted = open::admit(gw, &req, Transport::Poll).await;
-    drop(req);
-    let answered = match admitted {
-        Ok(client) => answer(gw, client, socket).await,
-        Err(err) => Err(err),
-    };
-    (origin, answered)
 }
 
 /// A poll's `200` answer for the raw socket: the bytes [`poll`]'s
@@ -159,8 +144,9 @@ pub(crate) async fn answer_raw(
 ) -> bool {
     // Only an answer that keeps the connection: after one that closes it
     // the task must wake to close it.
+    let origin = cors::origin_of(head.request.headers()).map(str::to_owned);
     let socket = head.keep_alive.then(|| {
-        let allowed = cors::allow_origin(&gw.origins, cors::origin_of(head.request.headers()));
+        let allowed = cors::allow_origin(&gw.origins, origin.as_deref());
         Arc::new(PollSocket {
             tcp: Arc::clone(tcp),
             allowed: allowed.map(Box::from),
@@ -168,16 +154,21 @@ pub(crate) async fn answer_raw(
             input: AtomicBool::new(!pipelined.is_empty()),
         })
     });
-    let Head {
-        request,
-        keep_alive: keep_asked,
-        ..
-    } = *head;
+    let keep_asked = head.keep_alive;
     // In a block of its own, so the parked poll's state and the answer's
     // writing below share their room in this future.
-    let (origin, answered) = {
-        let answer = outcome(gw, request, socket.clone());
-        tokio::pin!(answer);
+    let answered = {
+        let parked_socket = socket.clone();
+        // The head stays boxed and goes once admitted: moved out of its
+        // box, the request (224 bytes) kept its room in this future, which
+        // a parked poll holds, long after it was dropped (README,
+        // Performance).
+        let waiting = async move {
+            let admitted = open::admit(gw, &head.request, Transport::Poll).await;
+            drop(head);
+            answer(gw, admitted, parked_socket).await
+        };
+        tokio::pin!(waiting);
         loop {
             tokio::select! {
                 // An answer ready at once goes out even if the client has
@@ -186,7 +177,7 @@ pub(crate) async fn answer_raw(
                 // stream. First also so that after input the answer is
                 // looked at again.
                 biased;
-                resp = &mut answer => break resp,
+                resp = &mut waiting => break resp,
                 input = pipelined.next_input(tcp) => match input {
                     // Dropping the parked poll detaches it.
                     Input::Ended => return false,
@@ -220,12 +211,15 @@ pub(crate) async fn answer_raw(
     wire::write_all(tcp, &bytes).await.is_ok() && keep_alive
 }
 
+/// What an admitted poll is answered with (the request is gone by then:
+/// a parked poll keeps only what its answer needs). With `socket`, the
+/// fan-out may write the answer itself.
 async fn answer(
     gw: &Arc<Gateway>,
-    client: Client,
+    admitted: Result<Client, ClientError>,
     socket: Option<Arc<PollSocket>>,
 ) -> Result<Answer, ClientError> {
-    match open::join(gw, client, Transport::Poll).await? {
+    match open::join(gw, admitted?, Transport::Poll).await? {
         Joined::Ready(frames) => Ok(Answer::Frames(frames)),
         Joined::Live(attached) => Ok(Parked::new(gw, attached, socket).wait().await),
     }

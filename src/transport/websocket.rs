@@ -38,7 +38,7 @@ use crate::http::Body;
 use crate::http::error::ApiError;
 use crate::http::head::Head;
 use crate::http::wire::{self, Length};
-use crate::peers::PeerStream;
+use crate::peers::{PeerPermit, PeerStream};
 use crate::protocol::client_frame::ClientFrame;
 use crate::protocol::frame::Frame;
 use crate::protocol::ws_codec::{self, Inbound};
@@ -120,6 +120,34 @@ async fn handshake<B>(gw: &Arc<Gateway>, req: &Request<B>) -> Result<Admitted, R
     })
 }
 
+/// The WebSocket's socket on a connection hyper upgraded, what was read
+/// past the handshake, and on plain TCP the connection's permit (held
+/// until the WebSocket ends).
+fn socket_of(upgraded: Upgraded, conn: &Conn) -> (Socket, Bytes, Option<PeerPermit>) {
+    match upgraded.downcast::<TokioIo<PeerStream<TcpStream>>>() {
+        Ok(parts) => {
+            // Plain TCP: the fan-out may write to the socket itself.
+            let (tcp, permit, unread) = parts.io.into_inner().into_parts();
+            // What hyper read past the handshake comes before what the
+            // front door read and hyper had not asked for yet.
+            let prefetched = if unread.is_empty() {
+                parts.read_buf
+            } else {
+                [parts.read_buf, unread].concat().into()
+            };
+            let tcp = Arc::new(WsSocket(Arc::new(tcp)));
+            conn.outbound
+                .set_direct(Arc::clone(&tcp) as Arc<dyn DirectWrite>);
+            (Socket::Tcp(tcp), prefetched, Some(permit))
+        }
+        Err(upgraded) => {
+            // TLS (or anything else): only the task writes.
+            let (read, write) = tokio::io::split(TokioIo::new(upgraded));
+            (Socket::Stream(read, write), Bytes::new(), None)
+        }
+    }
+}
+
 /// The answer to a handshake that is not one we accept.
 fn refusal(err: HandshakeError) -> Response<Body> {
     let version = err == HandshakeError::Version;
@@ -146,30 +174,19 @@ pub(crate) async fn upgrade(gw: &Arc<Gateway>, mut req: Request<Incoming>) -> Re
     let on_upgrade = hyper::upgrade::on(&mut req);
     let gw = Arc::clone(gw);
     tokio::spawn(async move {
-        match on_upgrade.await {
-            Ok(upgraded) => match upgraded.downcast::<TokioIo<PeerStream<TcpStream>>>() {
-                Ok(parts) => {
-                    // Plain TCP: the fan-out may write to the socket itself.
-                    let (tcp, _permit, unread) = parts.io.into_inner().into_parts();
-                    // What hyper read past the handshake comes before what
-                    // the front door read and hyper had not asked for yet.
-                    let prefetched = if unread.is_empty() {
-                        parts.read_buf
-                    } else {
-                        [parts.read_buf, unread].concat().into()
-                    };
-                    let tcp = Arc::new(WsSocket(Arc::new(tcp)));
-                    conn.outbound
-                        .set_direct(Arc::clone(&tcp) as Arc<dyn DirectWrite>);
-                    serve(&gw, &conn, Socket::Tcp(tcp), prefetched).await;
-                }
-                Err(upgraded) => {
-                    // TLS (or anything else): only the task writes.
-                    let (read, write) = tokio::io::split(TokioIo::new(upgraded));
-                    serve(&gw, &conn, Socket::Stream(read, write), Bytes::new()).await;
-                }
-            },
-            Err(err) => debug!(conn_id = conn.id, error = %err, "upgrade failed"),
+        // The socket is taken apart out of this future (`socket_of`), so
+        // hyper's upgrade parts keep no room in it while the WebSocket is
+        // open.
+        let opened = match on_upgrade.await {
+            Ok(upgraded) => Some(socket_of(upgraded, &conn)),
+            Err(err) => {
+                debug!(conn_id = conn.id, error = %err, "upgrade failed");
+                None
+            }
+        };
+        if let Some((socket, prefetched, permit)) = opened {
+            serve(&gw, &conn, socket, prefetched).await;
+            drop(permit);
         }
         drop(held);
         debug!(user_id = %conn.user, conn_id = conn.id, transport = "ws", "connection closed");
@@ -208,18 +225,30 @@ pub(crate) struct RawWebSocket {
 }
 
 impl RawWebSocket {
-    /// Serves the WebSocket until it ends, then releases it.
-    pub(crate) async fn serve(self) {
+    /// Serves the WebSocket until it ends, then releases it, and then
+    /// `holding` (the connection's permit).
+    ///
+    /// A plain function that returns the task's future: as an `async fn`
+    /// wrapped in the task's own block, the WebSocket and the permit had
+    /// two places each in the future every open WebSocket holds, and its
+    /// task cell a larger size class (README, Performance).
+    pub(crate) fn serve<H: Send + 'static>(
+        self,
+        holding: H,
+    ) -> impl Future<Output = ()> + Send + 'static {
         let Self {
             held,
             socket,
             prefetched,
         } = self;
-        let conn = held.conn();
-        serve(held.gateway(), conn, Socket::Tcp(socket), prefetched).await;
-        debug!(user_id = %conn.user, conn_id = conn.id, transport = "ws", "connection closed");
-        // Releases the connection and forgets its direct socket.
-        drop(held);
+        async move {
+            let conn = held.conn();
+            serve(held.gateway(), conn, Socket::Tcp(socket), prefetched).await;
+            debug!(user_id = %conn.user, conn_id = conn.id, transport = "ws", "connection closed");
+            // Releases the connection and forgets its direct socket.
+            drop(held);
+            drop(holding);
+        }
     }
 }
 
