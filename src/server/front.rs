@@ -113,23 +113,26 @@ pub(crate) fn serve(
     let mut buf = BytesMut::from(&unread[..]);
     drop(unread);
     async move {
-        match requests(&gw, tcp, &mut buf, peer, &stop).await {
+        // Taken apart in a statement of its own: held in a local, or
+        // matched with hyper's serving inside the match, the value would
+        // keep its room while hyper serves.
+        let tcp = match requests(&gw, tcp, &mut buf, &peer, &stop).await {
             Then::WebSocket(ws) => {
                 // On a task of its own, with the permit until it ends:
                 // sized for the WebSocket alone. (Served on this task
                 // instead, it held 0.17 KiB more per idle WebSocket and
                 // saved no CPU measurably: README, Performance.)
                 tokio::spawn(ws.serve(permit));
+                return;
             }
-            Then::Hyper(tcp) => {
-                let stream = PeerStream::new(tcp, permit).with_unread(buf.freeze());
-                // Boxed: hyper's connection state would more than double
-                // this task's, which a parked poll holds (and hyper
-                // allocates its buffers anyway).
-                Box::pin(http1::serve(gw, stream, peer, Phase::Serving(stop))).await;
-            }
-            Then::Closed => {}
-        }
+            Then::Hyper(tcp) => tcp,
+            Then::Closed => return,
+        };
+        let stream = PeerStream::new(tcp, permit).with_unread(buf.freeze());
+        // Boxed: hyper's connection state would more than double this
+        // task's, which a parked poll holds (and hyper allocates its
+        // buffers anyway).
+        Box::pin(http1::serve(gw, stream, peer, Phase::Serving(stop))).await;
     }
 }
 
@@ -155,7 +158,7 @@ fn requests<'a>(
     gw: &'a Arc<Gateway>,
     tcp: Arc<TcpStream>,
     buf: &'a mut BytesMut,
-    peer: SocketAddr,
+    peer: &'a SocketAddr,
     stop: &'a watch::Receiver<bool>,
 ) -> impl Future<Output = Then> + Send + 'a {
     async move {
@@ -166,7 +169,7 @@ fn requests<'a>(
                 Next::Closed => return Then::Closed,
             };
             if gw.connect_proxy.is_some() {
-                head.request.extensions_mut().insert(RemoteAddr(peer));
+                head.request.extensions_mut().insert(RemoteAddr(*peer));
             }
             let next = match native {
                 Native::Ws => {
@@ -269,13 +272,13 @@ mod tests {
     use crate::peers::PeerLimits;
 
     /// Bytes of the front door's future that keep its task cell in
-    /// jemalloc's 1,536-byte size class: tokio's task cell is the future
+    /// jemalloc's 1,280-byte size class: tokio's task cell is the future
     /// and 104 bytes of its own (header, scheduler, task id, stage tag,
-    /// trailer), aligned to 128. Every parked poll and
-    /// open event stream holds one; at 2,200 bytes (moved-out requests and
-    /// response parts, and `async fn` arguments kept twice) the cell was
-    /// 2,304 bytes and took jemalloc's 2,560-byte class.
-    const FRONT_FUTURE_BUDGET: usize = 1_536 - 104;
+    /// trailer), aligned to 128. Every parked poll and open event stream
+    /// holds one; at 2,200 bytes (moved-out requests and response parts,
+    /// and `async fn` arguments kept twice) the cell was 2,304 bytes and
+    /// took jemalloc's 2,560-byte class.
+    const FRONT_FUTURE_BUDGET: usize = 1_280 - 104;
 
     #[tokio::test]
     async fn the_front_doors_future_fits_its_size_class() {

@@ -142,9 +142,9 @@ pub(crate) async fn answer_raw(
     head: Box<Head>,
     pipelined: &mut Pipelined,
 ) -> bool {
+    let origin = cors::origin_of(head.request.headers()).map(str::to_owned);
     // Only an answer that keeps the connection: after one that closes it
     // the task must wake to close it.
-    let origin = cors::origin_of(head.request.headers()).map(str::to_owned);
     let socket = head.keep_alive.then(|| {
         let allowed = cors::allow_origin(&gw.origins, origin.as_deref());
         Arc::new(PollSocket {
@@ -219,7 +219,11 @@ async fn answer(
     admitted: Result<Client, ClientError>,
     socket: Option<Arc<PollSocket>>,
 ) -> Result<Answer, ClientError> {
-    match open::join(gw, admitted?, Transport::Poll).await? {
+    // Taken apart step by step: the temporaries of a `?` in the match's
+    // scrutinee would keep their room while the poll is parked.
+    let client = admitted?;
+    let joined = open::join(gw, client, Transport::Poll).await?;
+    match joined {
         Joined::Ready(frames) => Ok(Answer::Frames(frames)),
         Joined::Live(attached) => Ok(Parked::new(gw, attached, socket).wait().await),
     }
