@@ -225,17 +225,14 @@ pub(crate) struct RawWebSocket {
 }
 
 impl RawWebSocket {
-    /// Serves the WebSocket until it ends, then releases it, and then
-    /// `holding` (the connection's permit).
+    /// Serves the WebSocket until it ends, then releases it, and then the
+    /// connection's permit.
     ///
     /// A plain function that returns the task's future: as an `async fn`
     /// wrapped in the task's own block, the WebSocket and the permit had
     /// two places each in the future every open WebSocket holds, and its
     /// task cell a larger size class (README, Performance).
-    pub(crate) fn serve<H: Send + 'static>(
-        self,
-        holding: H,
-    ) -> impl Future<Output = ()> + Send + 'static {
+    pub(crate) fn serve(self, permit: PeerPermit) -> impl Future<Output = ()> + Send + 'static {
         let Self {
             held,
             socket,
@@ -247,7 +244,7 @@ impl RawWebSocket {
             debug!(user_id = %conn.user, conn_id = conn.id, transport = "ws", "connection closed");
             // Releases the connection and forgets its direct socket.
             drop(held);
-            drop(holding);
+            drop(permit);
         }
     }
 }
