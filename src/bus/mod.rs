@@ -174,6 +174,32 @@ impl Open {
     }
 }
 
+/// Releases a connection that an `open` attached but did not finish: its
+/// client left while history was read (the open's future dropped), or the
+/// read failed. [`Unopened::finish`] once the open goes on.
+pub(crate) struct Unopened<'a, F: Fn(&Conn)> {
+    conn: &'a Conn,
+    release: F,
+}
+
+impl<'a, F: Fn(&Conn)> Unopened<'a, F> {
+    /// Guards `conn`, released by `release` unless finished.
+    pub(crate) fn new(conn: &'a Conn, release: F) -> Self {
+        Self { conn, release }
+    }
+
+    /// The open went on: the connection stays attached.
+    pub(crate) fn finish(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl<F: Fn(&Conn)> Drop for Unopened<'_, F> {
+    fn drop(&mut self) {
+        (self.release)(self.conn);
+    }
+}
+
 /// How a client joined.
 #[derive(Debug)]
 pub(crate) enum Opened {

@@ -67,6 +67,7 @@ use super::redis::reply::{self, ResumeReply};
 use super::resume::Resume;
 use super::{
     Bus, BusError, ChannelMembers, Open, OpenError, Opened, Publish, Published, PushTarget,
+    Unopened,
 };
 use crate::config::BrokerConfig;
 use crate::history::{ConnCursor, Cursor, NodePosition, Position};
@@ -1040,13 +1041,12 @@ impl Shared {
         let Some(cursor) = cursor else {
             return Ok(Opened::Attached(attached));
         };
-        let unopened = Unopened {
-            shared: self,
-            conn: &attached.conn,
-        };
+        let unopened = Unopened::new(&attached.conn, |conn| {
+            self.release(conn);
+        });
         let read = match self.read(&user, &covered, &cursor).await {
             Ok(read) => {
-                std::mem::forget(unopened);
+                unopened.finish();
                 read
             }
             Err(_) => {
@@ -1295,18 +1295,6 @@ impl Seat {
         frame
             .with_cursor(&format!("{at}{suffix}"))
             .or_else(|| Some(frame.clone()))
-    }
-}
-
-/// Releases a connection attached by an `open` that did not finish.
-struct Unopened<'a> {
-    shared: &'a Shared,
-    conn: &'a Conn,
-}
-
-impl Drop for Unopened<'_> {
-    fn drop(&mut self) {
-        self.shared.release(self.conn);
     }
 }
 

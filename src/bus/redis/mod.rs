@@ -45,6 +45,7 @@ use super::fanout::Fanout;
 use super::resume::Resume;
 use super::{
     Bus, BusError, ChannelMembers, Open, OpenError, Opened, Publish, Published, PushTarget,
+    Unopened,
 };
 use crate::config::BrokerConfig;
 use crate::history::{Cursor, Position};
@@ -462,14 +463,13 @@ impl Shared {
         };
         // The history read awaits Redis: a client that leaves meanwhile
         // drops this future, and the connection must not stay attached.
-        let unopened = Unopened {
-            shared: self,
-            conn: &attached.conn,
-        };
+        let unopened = Unopened::new(&attached.conn, |conn| {
+            self.release(conn);
+        });
         let read = self.read(&user, &covered, cursor.first()).await;
         let (complete, position, history) = match read {
             Ok(read) => {
-                std::mem::forget(unopened);
+                unopened.finish();
                 read
             }
             Err(err) => {
@@ -552,18 +552,6 @@ impl<'a> BusMessage<'a> {
             target,
             json,
         })
-    }
-}
-
-/// Releases a connection attached by an `open` that did not finish.
-struct Unopened<'a> {
-    shared: &'a Shared,
-    conn: &'a Conn,
-}
-
-impl Drop for Unopened<'_> {
-    fn drop(&mut self) {
-        self.shared.release(self.conn);
     }
 }
 
