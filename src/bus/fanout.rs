@@ -15,22 +15,35 @@
 //! that resumed from history past a message skips it by its floor
 //! (`Outbound::discard_through`), so nothing is delivered twice.
 //!
+//! A job of one broadcast is *shared*: its lanes claim the connection
+//! table's shards one at a time (`registry::table::ShardClaims`) rather
+//! than each walking a fixed half, so a lane that gets less of the CPU
+//! (on a machine it shares with readers, the one whose core the readers it
+//! wakes are put on) does less of it, and no core idles while another
+//! lane has sends left. Order is kept by a barrier: a lane starts a job
+//! after a shared one, or a shared one after any, only once every lane
+//! has finished the one before. Lanes finish a shared job within a shard's
+//! sends of each other, so that wait is short; jobs of fixed shares still
+//! run back to back.
+//!
 //! A small job (messages to a few users, say one personal push) finding
 //! every lane idle is delivered at once by whoever hands it over: waking
 //! the lanes would cost more than its few sends (each lane thread woken,
 //! on every node that holds one of the users). Nothing is overtaken: the
 //! lanes hold nothing then, and no job can be handed over meanwhile.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::Instant;
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use tracing::{error, warn};
 
 use crate::bus::PushTarget;
 use crate::metrics::names;
 use crate::protocol::frame::Frame;
+use crate::registry::table::ShardClaims;
 use crate::registry::{Lane, Registry};
 
 /// What to run once a message reached every connection it should (on the
@@ -50,6 +63,49 @@ struct Job {
     handed: Instant,
     /// Whether a lane has started on it.
     started: AtomicBool,
+    /// For a shared job (one broadcast, more than one lane): the shards
+    /// the lanes claim as they go.
+    claims: Option<ShardClaims>,
+    /// Whether every lane is done delivering it, and its signal: what a
+    /// lane waits for before the job after a shared one (or a shared one
+    /// after any).
+    finished: Mutex<bool>,
+    done: Condvar,
+}
+
+impl Job {
+    fn new(messages: Vec<(Frame, PushTarget)>, then: Option<Then>, lanes: usize) -> Self {
+        let shared = lanes > 1 && matches!(messages.as_slice(), [(_, PushTarget::Broadcast)]);
+        Self {
+            messages,
+            then: Mutex::new(then),
+            pending: AtomicUsize::new(lanes),
+            handed: Instant::now(),
+            started: AtomicBool::new(false),
+            claims: shared.then(ShardClaims::default),
+            finished: Mutex::new(false),
+            done: Condvar::new(),
+        }
+    }
+
+    /// Whether its lanes claim its shards as they go.
+    fn is_shared(&self) -> bool {
+        self.claims.is_some()
+    }
+
+    /// Every lane is done delivering it.
+    fn finish(&self) {
+        *self.finished.lock() = true;
+        self.done.notify_all();
+    }
+
+    /// Waits until every lane is done delivering it.
+    fn wait_finished(&self) {
+        let mut finished = self.finished.lock();
+        while !*finished {
+            self.done.wait(&mut finished);
+        }
+    }
 }
 
 /// How long messages wait for, and take on, the fan-out threads: what a
@@ -112,18 +168,26 @@ fn small(messages: &[(Frame, PushTarget)]) -> bool {
 }
 
 /// Delivers `messages` to `lane`'s connections, in order, calling
-/// `after_delivery` after each delivery that went out or was queued.
+/// `after_delivery` after each delivery that went out or was queued. A
+/// broadcast goes to the shards this lane claims of `claims` if the job is
+/// shared, else to the lane's own.
 fn deliver_to(
     registry: &Registry,
     messages: &[(Frame, PushTarget)],
     lane: Lane,
+    claims: Option<&ShardClaims>,
     after_delivery: &mut impl FnMut(),
 ) {
     for (frame, target) in messages {
         match target {
-            PushTarget::Broadcast => {
-                registry.broadcast(frame, lane, after_delivery);
-            }
+            PushTarget::Broadcast => match claims {
+                Some(claims) => {
+                    registry.broadcast(frame, claims.walk(), after_delivery);
+                }
+                None => {
+                    registry.broadcast(frame, lane.shards(), after_delivery);
+                }
+            },
             PushTarget::Users(users) => {
                 registry.send_to(users, frame, lane, after_delivery);
             }
@@ -202,18 +266,36 @@ impl Fanout {
                     {
                         warn!(error = %err, nice, "the fan-out thread keeps the process's priority");
                     }
+                    let mut previous: Option<Arc<Job>> = None;
                     for job in queue {
+                        if let Some(previous) = previous.take()
+                            && (previous.is_shared() || job.is_shared())
+                        {
+                            // A connection of this job may be one another
+                            // lane has yet to give the last job to.
+                            previous.wait_finished();
+                        }
                         let messages = !job.messages.is_empty();
                         if messages && !job.started.swap(true, Ordering::Relaxed) {
                             timing.wait.record(job.handed.elapsed());
                         }
-                        deliver_to(
-                            &registry,
-                            &job.messages,
-                            lane,
-                            &mut after_first(std::thread::yield_now),
-                        );
+                        // A panic in a delivery (a bug) must not leave the
+                        // other lanes waiting for this one at the next
+                        // shared job: the lane goes on to finish its part.
+                        let delivered = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                            deliver_to(
+                                &registry,
+                                &job.messages,
+                                lane,
+                                job.claims.as_ref(),
+                                &mut after_first(std::thread::yield_now),
+                            );
+                        }));
+                        if delivered.is_err() {
+                            error!(lane = index, "a fan-out delivery panicked; its message may not have reached everyone");
+                        }
                         if job.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+                            job.finish();
                             // Every lane is done: the copies made for
                             // connections in channels are not needed again.
                             for (frame, _) in &job.messages {
@@ -222,13 +304,16 @@ impl Fanout {
                             if messages {
                                 timing.duration.record(job.handed.elapsed());
                             }
-                            if let Some(then) = job.then.lock().take() {
-                                then();
+                            if let Some(then) = job.then.lock().take()
+                                && std::panic::catch_unwind(AssertUnwindSafe(then)).is_err()
+                            {
+                                error!(lane = index, "a fan-out job's follow-up panicked");
                             }
                             // Only now may a job be delivered at once: it
                             // goes after this one's deliveries and `then`.
                             busy.fetch_sub(1, Ordering::Release);
                         }
+                        previous = Some(job);
                     }
                 })?;
             senders.push(jobs);
@@ -270,7 +355,7 @@ impl Fanout {
             // Every lane is idle and none can be handed a job before this
             // one is delivered: delivered here, it overtakes nothing.
             let handed = Instant::now();
-            deliver_to(&self.registry, &messages, Lane::ALL, &mut || {});
+            deliver_to(&self.registry, &messages, Lane::ALL, None, &mut || {});
             drop(handing);
             for (frame, _) in &messages {
                 frame.forget_copies();
@@ -282,13 +367,7 @@ impl Fanout {
             }
             return;
         }
-        let job = Arc::new(Job {
-            messages,
-            then: Mutex::new(then),
-            pending: AtomicUsize::new(self.lanes.len()),
-            handed: Instant::now(),
-            started: AtomicBool::new(false),
-        });
+        let job = Arc::new(Job::new(messages, then, self.lanes.len()));
         self.busy.fetch_add(1, Ordering::Relaxed);
         for lane in &self.lanes {
             if lane.send(Arc::clone(&job)).is_err() {
@@ -467,6 +546,64 @@ mod tests {
     }
 
     #[test]
+    fn shared_broadcasts_keep_every_connections_order_among_other_messages() {
+        let registry = registry();
+        let conns: Vec<_> = (0..90)
+            .map(|i| attach(&registry, &format!("u{}", i % 30)))
+            .collect();
+        let fanout = Fanout::with_lanes(Arc::clone(&registry), 3, 0).expect("threads");
+        let (done, finished) = mpsc::channel();
+        let mut expected: Vec<Vec<u64>> = vec![Vec::new(); conns.len()];
+        // Under the queue limit (100): nothing is closed as slow.
+        for seq in 1..=90u64 {
+            // Runs of broadcasts (shared jobs back to back) between
+            // messages to a third of the users (fixed shares).
+            let target = if seq % 5 < 3 {
+                PushTarget::Broadcast
+            } else {
+                PushTarget::Users(
+                    (0..30)
+                        .filter(|u| (u + seq) % 3 == 0)
+                        .map(|u| user(&format!("u{u}")))
+                        .collect(),
+                )
+            };
+            for (i, list) in expected.iter_mut().enumerate() {
+                let to_it = match &target {
+                    PushTarget::Users(users) => users.contains(&user(&format!("u{}", i % 30))),
+                    _ => true,
+                };
+                if to_it {
+                    list.push(seq);
+                }
+            }
+            fanout.deliver(frame(seq), target, None);
+        }
+        fanout.after(Box::new(move || done.send(()).expect("test alive")));
+        finished.recv_timeout(WAIT).expect("delivered in time");
+        for (conn, want) in conns.iter().zip(&expected) {
+            assert_eq!(&seqs(conn), want, "connection {}", conn.id);
+        }
+    }
+
+    #[test]
+    fn only_a_lone_broadcast_over_several_lanes_is_shared() {
+        let one = |target| vec![(frame(1), target)];
+        assert!(Job::new(one(PushTarget::Broadcast), None, 2).is_shared());
+        assert!(!Job::new(one(PushTarget::Broadcast), None, 1).is_shared());
+        assert!(!Job::new(one(PushTarget::Users(vec![user("a")])), None, 2).is_shared());
+        assert!(!Job::new(Vec::new(), None, 2).is_shared());
+        let two = vec![
+            (frame(1), PushTarget::Broadcast),
+            (frame(2), PushTarget::Broadcast),
+        ];
+        assert!(
+            !Job::new(two, None, 2).is_shared(),
+            "a batch keeps fixed shares"
+        );
+    }
+
+    #[test]
     fn a_batch_goes_out_in_order_with_its_then_after_what_it_gathered() {
         let registry = registry();
         let conn = attach(&registry, "dave");
@@ -620,6 +757,7 @@ mod tests {
                 (frame(3), PushTarget::Channels(vec![news])),
             ],
             Lane::ALL,
+            None,
             &mut || count += 1,
         );
         // alice, bob and dave got 1 (carol's floor covers it), alice got

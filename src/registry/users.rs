@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 use super::channels::{ChannelIndex, ChannelPresence, MembershipChange};
 use super::conn::{Conn, ConnId};
 use super::outbound::{Outgoing, Pushed};
-use super::table::{ConnTable, shard_of};
+use super::table::{ConnTable, SHARDS, shard_of};
 use crate::metrics::{Counters, Eviction};
 use crate::protocol::frame::{CloseReason, Frame};
 use crate::protocol::{Channel, Transport, UserId};
@@ -103,8 +103,10 @@ pub(crate) struct Attached {
 /// A share of the connections, for fan-out threads that split every
 /// message between them: each shard of the connection table is one lane's
 /// (shard `s` is lane `s % count`'s), and a connection stays in its shard,
-/// so in one lane, for its life: it receives every message from one
-/// thread, in order.
+/// so in one lane, for its life: messages to users and channels reach it
+/// from one thread, in order. (A lone broadcast's shards go to whichever
+/// lane claims them; the fan-out keeps order around it, see
+/// `bus::fanout`.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Lane {
     /// Which share.
@@ -126,6 +128,11 @@ impl Lane {
     /// Whether shard `shard` of the connection table is this lane's.
     pub(crate) fn owns_shard(self, shard: usize) -> bool {
         shard as u64 % self.count == self.index
+    }
+
+    /// The shards of the connection table that are this lane's.
+    pub(crate) fn shards(self) -> impl Iterator<Item = usize> {
+        (0..SHARDS).filter(move |shard| self.owns_shard(*shard))
     }
 }
 
@@ -410,7 +417,9 @@ impl Registry {
         self.conns.all()
     }
 
-    /// Delivers `frame` to every live connection of `lane`. Each of these
+    /// Delivers `frame` to every live connection in `shards` of the
+    /// connection table (a lane's: [`Lane::shards`]; or those it claims of
+    /// a broadcast the lanes share: `table::ShardClaims`). Each of these
     /// delivering methods calls `after_delivery` after a delivery that
     /// went out or was queued (it may have woken a reader or the
     /// connection's task), with no lock held: the fan-out lets what its
@@ -418,21 +427,18 @@ impl Registry {
     pub(crate) fn broadcast(
         &self,
         frame: &Frame,
-        lane: Lane,
+        shards: impl IntoIterator<Item = usize>,
         after_delivery: &mut impl FnMut(),
     ) -> Delivered {
         // Shard by shard: the first write goes out as soon as one shard
         // is copied, and no socket is written under a shard's lock
         // (connects and disconnects would wait for it).
         let mut delivered = Delivered::default();
-        self.conns.walk(
-            |shard| lane.owns_shard(shard),
-            |conn| {
-                if queue(conn, frame, &mut delivered) {
-                    after_delivery();
-                }
-            },
-        );
+        self.conns.walk(shards, |conn| {
+            if queue(conn, frame, &mut delivered) {
+                after_delivery();
+            }
+        });
         self.count(delivered)
     }
 
