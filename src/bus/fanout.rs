@@ -15,8 +15,9 @@
 //! that resumed from history past a message skips it by its floor
 //! (`Outbound::discard_through`), so nothing is delivered twice.
 //!
-//! A job of one broadcast is *shared*: its lanes claim the connection
-//! table's shards one at a time (`registry::table::ShardClaims`) rather
+//! A job of one broadcast, or of one message to one channel, is *shared*:
+//! its lanes claim the connection table's shards (or chunks of the
+//! channel's members) one at a time (`registry::table::Claims`) rather
 //! than each walking a fixed half, so a lane that gets less of the CPU
 //! (on a machine it shares with readers, the one whose core the readers it
 //! wakes are put on) does less of it, and no core idles while another
@@ -34,7 +35,7 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, mpsc};
+use std::sync::{Arc, OnceLock, mpsc};
 use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
@@ -42,9 +43,10 @@ use tracing::{error, warn};
 
 use crate::bus::PushTarget;
 use crate::metrics::names;
+use crate::protocol::Channel;
 use crate::protocol::frame::Frame;
-use crate::registry::table::ShardClaims;
-use crate::registry::{Lane, Registry};
+use crate::registry::table::Claims;
+use crate::registry::{Conn, Lane, Registry};
 
 /// What to run once a message reached every connection it should (on the
 /// lane that finished last). Two messages' `then`s may run at once, on two
@@ -63,9 +65,9 @@ struct Job {
     handed: Instant,
     /// Whether a lane has started on it.
     started: AtomicBool,
-    /// For a shared job (one broadcast, more than one lane): the shards
-    /// the lanes claim as they go.
-    claims: Option<ShardClaims>,
+    /// For a shared job (one broadcast or one channel's message, more
+    /// than one lane): what the lanes claim as they go.
+    shared: Option<Shared>,
     /// Whether every lane is done delivering it, and its signal: what a
     /// lane waits for before the job after a shared one (or a shared one
     /// after any).
@@ -73,24 +75,79 @@ struct Job {
     done: Condvar,
 }
 
+/// How the lanes split a shared job's one message.
+#[derive(Debug)]
+enum Shared {
+    /// A broadcast: the connection table's shards.
+    Broadcast(Claims),
+    /// A message to one channel: its members here, copied out by the
+    /// first lane to start, in chunks of [`CHANNEL_CHUNK`].
+    Channel(Channel, OnceLock<(Vec<Arc<Conn>>, Claims)>),
+}
+
+/// Members of a channel a lane takes at a time of a shared channel
+/// message: about one shard of the connection table at 10,000.
+const CHANNEL_CHUNK: usize = 64;
+
+impl Shared {
+    /// How the lanes share `messages`, if they do: only a job of one
+    /// broadcast or of one message to one channel (a batch of several
+    /// keeps each lane's own share: the lanes would have to wait for
+    /// each other between its messages).
+    fn of(messages: &[(Frame, PushTarget)], lanes: usize) -> Option<Self> {
+        if lanes < 2 {
+            return None;
+        }
+        match messages {
+            [(_, PushTarget::Broadcast)] => Some(Self::Broadcast(Claims::shards())),
+            [(_, PushTarget::Channels(channels))] if channels.len() == 1 => {
+                Some(Self::Channel(channels[0].clone(), OnceLock::new()))
+            }
+            _ => None,
+        }
+    }
+
+    /// Delivers `frame` to the part this lane claims, as it goes.
+    fn deliver(&self, registry: &Registry, frame: &Frame, after_delivery: &mut impl FnMut()) {
+        match self {
+            Self::Broadcast(shards) => {
+                registry.broadcast(frame, shards.walk(), after_delivery);
+            }
+            Self::Channel(channel, members) => {
+                let (members, chunks) = members.get_or_init(|| {
+                    let members = registry.channel_members(channel);
+                    let chunks = Claims::new(members.len().div_ceil(CHANNEL_CHUNK));
+                    (members, chunks)
+                });
+                for chunk in chunks.walk() {
+                    let start = chunk * CHANNEL_CHUNK;
+                    let end = members.len().min(start + CHANNEL_CHUNK);
+                    let part = members.get(start..end).unwrap_or_default();
+                    registry.send_to_members(channel, part, frame, after_delivery);
+                }
+            }
+        }
+    }
+}
+
 impl Job {
     fn new(messages: Vec<(Frame, PushTarget)>, then: Option<Then>, lanes: usize) -> Self {
-        let shared = lanes > 1 && matches!(messages.as_slice(), [(_, PushTarget::Broadcast)]);
+        let shared = Shared::of(&messages, lanes);
         Self {
             messages,
             then: Mutex::new(then),
             pending: AtomicUsize::new(lanes),
             handed: Instant::now(),
             started: AtomicBool::new(false),
-            claims: shared.then(ShardClaims::default),
+            shared,
             finished: Mutex::new(false),
             done: Condvar::new(),
         }
     }
 
-    /// Whether its lanes claim its shards as they go.
+    /// Whether its lanes claim their parts as they go.
     fn is_shared(&self) -> bool {
-        self.claims.is_some()
+        self.shared.is_some()
     }
 
     /// Every lane is done delivering it.
@@ -167,27 +224,25 @@ fn small(messages: &[(Frame, PushTarget)]) -> bool {
     !messages.is_empty()
 }
 
-/// Delivers `messages` to `lane`'s connections, in order, calling
-/// `after_delivery` after each delivery that went out or was queued. A
-/// broadcast goes to the shards this lane claims of `claims` if the job is
-/// shared, else to the lane's own.
+/// Delivers a job's `messages` to `lane`'s connections, in order, calling
+/// `after_delivery` after each delivery that went out or was queued; a
+/// shared job's one message to the part this lane claims instead.
 fn deliver_to(
     registry: &Registry,
     messages: &[(Frame, PushTarget)],
     lane: Lane,
-    claims: Option<&ShardClaims>,
+    shared: Option<&Shared>,
     after_delivery: &mut impl FnMut(),
 ) {
+    if let (Some(shared), [(frame, _)]) = (shared, messages) {
+        shared.deliver(registry, frame, after_delivery);
+        return;
+    }
     for (frame, target) in messages {
         match target {
-            PushTarget::Broadcast => match claims {
-                Some(claims) => {
-                    registry.broadcast(frame, claims.walk(), after_delivery);
-                }
-                None => {
-                    registry.broadcast(frame, lane.shards(), after_delivery);
-                }
-            },
+            PushTarget::Broadcast => {
+                registry.broadcast(frame, lane.shards(), after_delivery);
+            }
             PushTarget::Users(users) => {
                 registry.send_to(users, frame, lane, after_delivery);
             }
@@ -287,7 +342,7 @@ impl Fanout {
                                 &registry,
                                 &job.messages,
                                 lane,
-                                job.claims.as_ref(),
+                                job.shared.as_ref(),
                                 &mut after_first(std::thread::yield_now),
                             );
                         }));
@@ -438,7 +493,7 @@ mod tests {
 
     fn registry() -> Arc<Registry> {
         let limits = Limits {
-            max_connections: 100,
+            max_connections: 1_000,
             max_connections_per_user: 100,
             outbound_queue: 100,
             max_channels_per_connection: 64,
@@ -546,32 +601,52 @@ mod tests {
     }
 
     #[test]
-    fn shared_broadcasts_keep_every_connections_order_among_other_messages() {
+    fn shared_jobs_keep_every_connections_order_among_other_messages() {
         let registry = registry();
-        let conns: Vec<_> = (0..90)
-            .map(|i| attach(&registry, &format!("u{}", i % 30)))
+        let hot = crate::protocol::Channel::parse("hot").expect("valid");
+        // 300 connections of 30 users; 200 in `hot`, several chunks.
+        let conns: Vec<_> = (0..300)
+            .map(|i| {
+                let channels = if i % 3 == 0 {
+                    Vec::new()
+                } else {
+                    vec![hot.clone()]
+                };
+                registry
+                    .attach(
+                        user(&format!("u{}", i % 30)),
+                        Transport::Ws,
+                        None,
+                        0,
+                        channels,
+                    )
+                    .expect("room")
+                    .conn
+            })
             .collect();
         let fanout = Fanout::with_lanes(Arc::clone(&registry), 3, 0).expect("threads");
         let (done, finished) = mpsc::channel();
         let mut expected: Vec<Vec<u64>> = vec![Vec::new(); conns.len()];
         // Under the queue limit (100): nothing is closed as slow.
         for seq in 1..=90u64 {
-            // Runs of broadcasts (shared jobs back to back) between
-            // messages to a third of the users (fixed shares).
-            let target = if seq % 5 < 3 {
-                PushTarget::Broadcast
-            } else {
-                PushTarget::Users(
+            // Runs of shared jobs (broadcasts, then messages to `hot`)
+            // back to back, between messages to a third of the users
+            // (fixed shares).
+            let target = match seq % 5 {
+                0 | 1 => PushTarget::Broadcast,
+                2 | 3 => PushTarget::Channels(vec![hot.clone()]),
+                _ => PushTarget::Users(
                     (0..30)
                         .filter(|u| (u + seq) % 3 == 0)
                         .map(|u| user(&format!("u{u}")))
                         .collect(),
-                )
+                ),
             };
             for (i, list) in expected.iter_mut().enumerate() {
                 let to_it = match &target {
                     PushTarget::Users(users) => users.contains(&user(&format!("u{}", i % 30))),
-                    _ => true,
+                    PushTarget::Channels(_) => i % 3 != 0,
+                    PushTarget::Broadcast => true,
                 };
                 if to_it {
                     list.push(seq);
@@ -601,6 +676,16 @@ mod tests {
             !Job::new(two, None, 2).is_shared(),
             "a batch keeps fixed shares"
         );
+        let channel = |names: &[&str]| {
+            PushTarget::Channels(
+                names
+                    .iter()
+                    .map(|n| crate::protocol::Channel::parse(n).expect("valid"))
+                    .collect(),
+            )
+        };
+        assert!(Job::new(one(channel(&["news"])), None, 2).is_shared());
+        assert!(!Job::new(one(channel(&["news", "sport"])), None, 2).is_shared());
     }
 
     #[test]

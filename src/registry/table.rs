@@ -12,7 +12,7 @@
 //! or detach waits at most for one shard's copy).
 //!
 //! A broadcast's shards are not dealt out in advance: the lanes claim
-//! them one at a time ([`ShardClaims`]), so a lane that gets less of the
+//! them one at a time ([`Claims`]), so a lane that gets less of the
 //! CPU (it shares its core with the readers it wakes) does fewer of them,
 //! and every lane works until the broadcast is done. With a fixed half
 //! each, one lane finished its half at 43 ms of a 10,000-recipient
@@ -117,21 +117,36 @@ impl ConnTable {
     }
 }
 
-/// The shards of one broadcast, handed to whichever lane asks next: each
-/// shard once, to one lane, however many lanes ask and whenever.
-#[derive(Debug, Default)]
-pub(crate) struct ShardClaims {
+/// Pieces of one delivery (a broadcast's shards of this table, or a
+/// channel's members in chunks), handed to whichever lane asks next: each
+/// piece once, to one lane, however many lanes ask and whenever.
+#[derive(Debug)]
+pub(crate) struct Claims {
     next: AtomicUsize,
+    count: usize,
 }
 
-impl ShardClaims {
-    /// The next shard nobody has claimed, or `None` once all are.
-    pub(crate) fn claim(&self) -> Option<usize> {
-        let shard = self.next.fetch_add(1, Ordering::Relaxed);
-        (shard < SHARDS).then_some(shard)
+impl Claims {
+    /// Pieces `0..count`.
+    pub(crate) fn new(count: usize) -> Self {
+        Self {
+            next: AtomicUsize::new(0),
+            count,
+        }
     }
 
-    /// The shards this caller claims, one at a time as it walks them.
+    /// Every shard of the table.
+    pub(crate) fn shards() -> Self {
+        Self::new(SHARDS)
+    }
+
+    /// The next piece nobody has claimed, or `None` once all are.
+    pub(crate) fn claim(&self) -> Option<usize> {
+        let piece = self.next.fetch_add(1, Ordering::Relaxed);
+        (piece < self.count).then_some(piece)
+    }
+
+    /// The pieces this caller claims, one at a time as it walks them.
     pub(crate) fn walk(&self) -> impl Iterator<Item = usize> + '_ {
         std::iter::from_fn(|| self.claim())
     }
@@ -187,8 +202,16 @@ mod tests {
     }
 
     #[test]
+    fn a_claim_past_the_last_piece_is_none() {
+        let claims = Claims::new(3);
+        assert_eq!(claims.walk().collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!(claims.claim(), None);
+        assert_eq!(Claims::new(0).claim(), None);
+    }
+
+    #[test]
     fn every_shard_is_claimed_once_by_lanes_claiming_at_once() {
-        let claims = ShardClaims::default();
+        let claims = Claims::shards();
         let taken: Vec<Vec<usize>> = std::thread::scope(|scope| {
             let lanes: Vec<_> = (0..4)
                 .map(|_| scope.spawn(|| claims.walk().collect::<Vec<_>>()))
@@ -210,7 +233,7 @@ mod tests {
         for id in 1..=1000 {
             table.insert(conn(id));
         }
-        let claims = ShardClaims::default();
+        let claims = Claims::shards();
         let mut met = Vec::new();
         // Two walkers taking turns, as two lanes might.
         let (mut first, mut second) = (claims.walk(), claims.walk());

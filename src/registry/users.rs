@@ -419,7 +419,7 @@ impl Registry {
 
     /// Delivers `frame` to every live connection in `shards` of the
     /// connection table (a lane's: [`Lane::shards`]; or those it claims of
-    /// a broadcast the lanes share: `table::ShardClaims`). Each of these
+    /// a broadcast the lanes share: `table::Claims`). Each of these
     /// delivering methods calls `after_delivery` after a delivery that
     /// went out or was queued (it may have woken a reader or the
     /// connection's task), with no lock held: the fan-out lets what its
@@ -480,12 +480,25 @@ impl Registry {
         lane: Lane,
         after_delivery: &mut impl FnMut(),
     ) -> Delivered {
+        let members = self.channels.members(channel, |id| lane.owns(id));
+        self.send_to_members(channel, &members, frame, after_delivery)
+    }
+
+    /// Delivers `frame` (a message of `channel`) to those of `members`
+    /// still in the channel.
+    pub(crate) fn send_to_members(
+        &self,
+        channel: &Channel,
+        members: &[Arc<Conn>],
+        frame: &Frame,
+        after_delivery: &mut impl FnMut(),
+    ) -> Delivered {
         let mut delivered = Delivered::default();
-        for conn in self.channels.members(channel, |id| lane.owns(id)) {
+        for conn in members {
             // The list is the authority: an `unsubscribe` since the
             // snapshot has queued its answer, and nothing may follow it.
             let list = conn.channels.lock();
-            let went = list.contains(channel) && queue(&conn, frame, &mut delivered);
+            let went = list.contains(channel) && queue(conn, frame, &mut delivered);
             drop(list);
             if went {
                 after_delivery();
