@@ -201,15 +201,19 @@ impl Client {
 /// earlier step's pushes) are skipped.
 async fn start_cursor(gw: &Gateway, query: &str) -> String {
     let mut ws = gw.try_connect(query, &[]).await.expect("ws connects");
-    push(gw, json!({"to": "*", "data": "start"})).await;
+    // A marker of its own: on Redis a broadcast published just before
+    // this connection attached (an earlier call's) may still reach it
+    // live, and its cursor is not this one's.
+    let marker = format!("start-{:08x}", rand::random::<u32>());
+    push(gw, json!({"to": "*", "data": marker})).await;
     for _ in 0..20 {
         let frame = next_json(&mut ws, WAIT).await;
-        if frame["data"] == "start" {
+        if frame["data"] == marker.as_str() {
             return frame["cursor"].as_str().expect("a cursor").to_owned();
         }
         assert_eq!(frame["type"], "message", "{frame}");
     }
-    panic!("no `start` broadcast among the first 20 frames");
+    panic!("no `{marker}` broadcast among the first 20 frames");
 }
 
 // --- joined on connect -------------------------------------------------

@@ -89,18 +89,29 @@ enum Shared {
 /// message: about one shard of the connection table at 10,000.
 const CHANNEL_CHUNK: usize = 64;
 
+/// The fewest connections a message must reach here for its lanes to
+/// share it. Below that each lane's fixed share is a few sends, and
+/// waiting for each other at every job (a stream of pushes to small
+/// channels) would cost more than evening the lanes out buys.
+const SHARE_MIN: usize = 2 * CHANNEL_CHUNK;
+
 impl Shared {
     /// How the lanes share `messages`, if they do: only a job of one
     /// broadcast or of one message to one channel (a batch of several
     /// keeps each lane's own share: the lanes would have to wait for
-    /// each other between its messages).
-    fn of(messages: &[(Frame, PushTarget)], lanes: usize) -> Option<Self> {
+    /// each other between its messages), reaching at least
+    /// [`SHARE_MIN`] of `registry`'s connections.
+    fn of(messages: &[(Frame, PushTarget)], lanes: usize, registry: &Registry) -> Option<Self> {
         if lanes < 2 {
             return None;
         }
         match messages {
-            [(_, PushTarget::Broadcast)] => Some(Self::Broadcast(Claims::shards())),
-            [(_, PushTarget::Channels(channels))] if channels.len() == 1 => {
+            [(_, PushTarget::Broadcast)] if registry.connections() >= SHARE_MIN => {
+                Some(Self::Broadcast(Claims::shards()))
+            }
+            [(_, PushTarget::Channels(channels))]
+                if channels.len() == 1 && registry.channel_size(&channels[0]) >= SHARE_MIN =>
+            {
                 Some(Self::Channel(channels[0].clone(), OnceLock::new()))
             }
             _ => None,
@@ -131,8 +142,13 @@ impl Shared {
 }
 
 impl Job {
-    fn new(messages: Vec<(Frame, PushTarget)>, then: Option<Then>, lanes: usize) -> Self {
-        let shared = Shared::of(&messages, lanes);
+    fn new(
+        messages: Vec<(Frame, PushTarget)>,
+        then: Option<Then>,
+        lanes: usize,
+        registry: &Registry,
+    ) -> Self {
+        let shared = Shared::of(&messages, lanes, registry);
         Self {
             messages,
             then: Mutex::new(then),
@@ -422,7 +438,7 @@ impl Fanout {
             }
             return;
         }
-        let job = Arc::new(Job::new(messages, then, self.lanes.len()));
+        let job = Arc::new(Job::new(messages, then, self.lanes.len(), &self.registry));
         self.busy.fetch_add(1, Ordering::Relaxed);
         for lane in &self.lanes {
             if lane.send(Arc::clone(&job)).is_err() {
@@ -662,30 +678,45 @@ mod tests {
     }
 
     #[test]
-    fn only_a_lone_broadcast_over_several_lanes_is_shared() {
+    fn only_a_lone_message_to_many_over_several_lanes_is_shared() {
+        let registry = registry();
+        let news = crate::protocol::Channel::parse("news").expect("valid");
+        let sport = crate::protocol::Channel::parse("sport").expect("valid");
+        let channel = |list: &[&crate::protocol::Channel]| {
+            PushTarget::Channels(list.iter().map(|c| (*c).clone()).collect())
+        };
         let one = |target| vec![(frame(1), target)];
-        assert!(Job::new(one(PushTarget::Broadcast), None, 2).is_shared());
-        assert!(!Job::new(one(PushTarget::Broadcast), None, 1).is_shared());
-        assert!(!Job::new(one(PushTarget::Users(vec![user("a")])), None, 2).is_shared());
-        assert!(!Job::new(Vec::new(), None, 2).is_shared());
+        let shared = |target, lanes| Job::new(one(target), None, lanes, &registry).is_shared();
+        // Too few connections yet: each lane's share is a few sends.
+        assert!(!shared(PushTarget::Broadcast, 2));
+        for i in 0..SHARE_MIN {
+            let channels = if i % 2 == 0 {
+                vec![news.clone(), sport.clone()]
+            } else {
+                vec![news.clone()]
+            };
+            registry
+                .attach(user(&format!("u{i}")), Transport::Ws, None, 0, channels)
+                .expect("room");
+        }
+        assert!(shared(PushTarget::Broadcast, 2));
+        assert!(
+            !shared(PushTarget::Broadcast, 1),
+            "one lane has nobody to share with"
+        );
+        assert!(!shared(PushTarget::Users(vec![user("u1")]), 2));
+        assert!(shared(channel(&[&news]), 2));
+        assert!(!shared(channel(&[&sport]), 2), "half of them: too few");
+        assert!(!shared(channel(&[&news, &sport]), 2));
+        assert!(!Job::new(Vec::new(), None, 2, &registry).is_shared());
         let two = vec![
             (frame(1), PushTarget::Broadcast),
             (frame(2), PushTarget::Broadcast),
         ];
         assert!(
-            !Job::new(two, None, 2).is_shared(),
+            !Job::new(two, None, 2, &registry).is_shared(),
             "a batch keeps fixed shares"
         );
-        let channel = |names: &[&str]| {
-            PushTarget::Channels(
-                names
-                    .iter()
-                    .map(|n| crate::protocol::Channel::parse(n).expect("valid"))
-                    .collect(),
-            )
-        };
-        assert!(Job::new(one(channel(&["news"])), None, 2).is_shared());
-        assert!(!Job::new(one(channel(&["news", "sport"])), None, 2).is_shared());
     }
 
     #[test]

@@ -83,6 +83,13 @@ impl ChannelIndex {
         true
     }
 
+    /// How many connections are in `channel` here.
+    pub(crate) fn size(&self, channel: &Channel) -> usize {
+        self.channels
+            .get(channel)
+            .map_or(0, |members| members.len())
+    }
+
     /// The connections of `channel` that `keep` selects, cloned out so no
     /// lock is held while writing to them.
     pub(crate) fn members(

@@ -315,6 +315,11 @@ impl Registry {
         self.channels.members(channel, |_| true)
     }
 
+    /// How many connections are in `channel` on this node.
+    pub(crate) fn channel_size(&self, channel: &Channel) -> usize {
+        self.channels.size(channel)
+    }
+
     /// Connections and users in `channel` on this node.
     pub(crate) fn channel_presence(&self, channel: &Channel) -> ChannelPresence {
         self.channels.presence(channel)
