@@ -53,7 +53,7 @@ for round in $(seq 1 "$rounds"); do
             --metrics-url "http://127.0.0.1:$port/metrics" \
             --pid "$pid" 2>&1) || true
         loadtest/peers/pushgate/stop.sh "$prefix" >/dev/null 2>&1 || true
-        figures=$(grep -E '^\| (lost|duplicated|time to last recipient|time to first recipient|delivery latency|server CPU per|server PSS per connection)[ ,]' <<<"$report" |
+        figures=$(grep -E '^\| (phase [A-Z][^:|]*: )?(lost|duplicated|time to last recipient|time to first recipient|delivery latency|server CPU per|server PSS per connection)[ ,]' <<<"$report" |
             sed -E 's/^\| //; s/ \|$//; s/ \| / /g' | paste -sd ';' -)
         echo "$build round $round (load $load)${settings:+ [${settings[*]}]}: ${figures:-no figures; the run failed:}"
         [[ -n $figures ]] || tail -5 <<<"$report"
