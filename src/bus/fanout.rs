@@ -19,9 +19,9 @@
 //! its lanes claim the connection table's shards (or chunks of the
 //! channel's members) one at a time (`registry::table::Claims`) rather
 //! than each walking a fixed half, so a lane that gets less of the CPU
-//! (on a machine it shares with readers, the one whose core the readers it
-//! wakes are put on) does less of it, and no core idles while another
-//! lane has sends left. Order is kept by a barrier: a lane starts a job
+//! (on a machine shared with the readers it wakes, the lane whose core
+//! they run on) does less of it, and no core idles while another lane has
+//! sends left. Order is kept by a barrier: a lane starts a job
 //! after a shared one, or a shared one after any, only once every lane
 //! has finished the one before. Lanes finish a shared job within a shard's
 //! sends of each other, so that wait is short; jobs of fixed shares still
