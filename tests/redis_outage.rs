@@ -1,6 +1,8 @@
 //! Redis lost while running: readiness and pushes answer 503, existing
 //! connections stay, the nodes recover without a restart, and clients are
-//! told they may have missed messages. Uses a private Redis the test stops.
+//! told they may have missed messages. Redis stalled past the timeout: a
+//! push refused 503 is never published. Uses private Redis servers the
+//! tests stop or pause.
 
 mod support;
 
@@ -76,4 +78,41 @@ async fn nodes_survive_a_redis_restart_and_tell_clients_of_possible_gaps() {
         delivered.expect("a push was accepted after recovery")["data"],
         "after"
     );
+}
+
+/// A Redis that stalls (a slow command, a fork) past the broker timeout:
+/// a push whose script waits there past the timeout refuses to publish
+/// when it runs, so the caller gets 503 and nothing is published (503
+/// says nothing was), though Redis comes back before the gateway gives
+/// up on the answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_refused_while_redis_stalls_is_never_published() {
+    let server = redis::PrivateRedis::start();
+    let mut config = redis::config(&server.url(), &redis::prefix("stall"));
+    config.broker.timeout_ms = 3000;
+    let gw = Gateway::start(config).await;
+    let mut alice = gw.connect("alice").await;
+    // A slow command holds Redis 3 s. The push goes 0.5 s in: its script
+    // may start until 2.5 s (two thirds of the timeout), the gateway waits
+    // for the answer until 3.5 s (the timeout), and the script runs at 3 s.
+    let port = server.port.to_string();
+    let slow = std::thread::spawn(move || {
+        let busy = "local t = redis.call('TIME') local s = t[1] * 1e6 + t[2] \
+                    repeat t = redis.call('TIME') until t[1] * 1e6 + t[2] - s > 3e6";
+        std::process::Command::new("redis-cli")
+            .args(["-p", &port, "eval", busy, "0"])
+            .output()
+            .expect("redis-cli runs")
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let resp = gw.push(&json!({"to": ["alice"], "data": 1})).await;
+    assert_eq!(resp.status, 503, "{:?}", resp.body);
+    let slow = tokio::task::spawn_blocking(move || slow.join().expect("joined"))
+        .await
+        .expect("joined");
+    assert!(slow.status.success(), "{slow:?}");
+    let resp = gw.push(&json!({"to": ["alice"], "data": 2})).await;
+    assert_eq!(resp.status, 202, "{:?}", resp.body);
+    let frame = next_json(&mut alice, WAIT).await;
+    assert_eq!(frame["data"], 2, "the refused push published: {frame}");
 }

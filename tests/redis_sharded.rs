@@ -943,3 +943,117 @@ async fn presence_counts_every_node_and_is_kept_on_each_streams_master() {
     )
     .await;
 }
+
+/// A master that stalls (a slow command, a fork, writes paused) past the
+/// broker timeout: the push is refused 503, and since 503 says nothing
+/// was published, nothing is, though its script waits there and runs
+/// once the master goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_refused_while_its_master_stalls_is_never_published() {
+    show_logs_if_failing();
+    let Some(AliceOnB {
+        cluster,
+        a,
+        mut alice,
+        master,
+        _b,
+        ..
+    }) = AliceOnB::start("stalled").await
+    else {
+        return;
+    };
+    // Writes held for longer than the gateway waits (the timeout, 1 s in
+    // tests).
+    assert_eq!(
+        cluster.cli_at(master, &["client", "pause", "2500", "write"]),
+        "OK"
+    );
+    let resp = a.push(&json!({"to": ["alice"], "data": 1})).await;
+    assert_eq!(resp.status, 503, "{:?}", resp.body);
+    // The script ran once the pause ended, and published nothing.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let resp = a.push(&json!({"to": ["alice"], "data": 2})).await;
+    assert_eq!(resp.status, 202, "{:?}", resp.body);
+    let frames = frames_until(&mut alice, &json!(2)).await;
+    assert!(frames.is_empty(), "the refused push published: {frames:?}");
+}
+
+/// The cluster's publish script (`src/bus/cluster/publish.lua`) run by
+/// hand on one shard, to alice's stream: `(reply, history length)` for a
+/// run with the batch key `batch` and a deadline `deadline_ms` from now.
+async fn publish_by_hand(
+    conn: &mut redis::cluster_async::ClusterConnection,
+    batch: &str,
+    deadline_ms: i64,
+) -> (redis::RedisResult<redis::Value>, usize) {
+    let script = redis::Script::new(concat!(
+        include_str!("../src/bus/redis/history.lua"),
+        include_str!("../src/bus/cluster/publish.lua")
+    ));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as i64;
+    let reply = script
+        .key("{t}:seq")
+        .key("{t}:epoch")
+        .key("{t}:aged")
+        .key("{t}:times")
+        .key("{t}:writer")
+        .key(format!("{{t}}:batch:{batch}"))
+        .key("{t}:id:unused")
+        .key("{t}:h:u:alice")
+        .arg("00000000000000aa") // epoch
+        .arg(100) // history size
+        .arg(60_000) // ttl ms
+        .arg(1) // pushes
+        .arg(now + deadline_ms)
+        .arg(5_000) // the batch key's life
+        .arg("H")
+        .arg("0") // not idempotent
+        .arg("1") // expires
+        .arg(1) // messages
+        .arg("T")
+        .arg(1) // streams
+        .arg("{t}:bus:u:alice")
+        .arg("alice")
+        .invoke_async::<redis::Value>(conn)
+        .await;
+    let len: usize = redis::cmd("XLEN")
+        .arg("{t}:h:u:alice")
+        .query_async(conn)
+        .await
+        .expect("XLEN");
+    (reply, len)
+}
+
+/// The client sends a script again when its connection drops before the
+/// answer (a failover, a slow master); the batch's key makes a script
+/// that already ran answer the same and publish nothing again. A script
+/// that starts past its deadline publishes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_script_sent_twice_publishes_once_and_a_late_one_not_at_all() {
+    let Some(cluster) = LocalCluster::start("resent") else {
+        return;
+    };
+    let client = redis::cluster::ClusterClient::new(cluster.urls()).expect("client");
+    let mut conn = client.get_async_connection().await.expect("connection");
+    let (first, len) = publish_by_hand(&mut conn, "one", 10_000).await;
+    let first = first.expect("published");
+    assert_eq!(len, 1);
+    let (again, len) = publish_by_hand(&mut conn, "one", 10_000).await;
+    let again = again.expect("answered again");
+    assert_eq!(len, 1, "sent again, published once");
+    let answers = |v: &redis::Value| match v {
+        redis::Value::Array(items) => format!("{:?}", items[1]),
+        other => panic!("not {{clock, answers}}: {other:?}"),
+    };
+    assert_eq!(answers(&again), answers(&first), "the same answers");
+    let (other, len) = publish_by_hand(&mut conn, "two", 10_000).await;
+    assert!(other.is_ok());
+    assert_eq!(len, 2, "another batch publishes");
+    let (late, len) = publish_by_hand(&mut conn, "three", -1_000).await;
+    let err = late.expect_err("refused");
+    assert!(err.to_string().contains("LATE"), "{err}");
+    assert_eq!(len, 2, "a late script publishes nothing");
+}

@@ -5,6 +5,7 @@
 //! share users. The rest of the gateway sees only [`Bus`].
 
 pub(crate) mod cluster;
+mod deadline;
 pub(crate) mod fanout;
 pub(crate) mod memory;
 pub(crate) mod redis;

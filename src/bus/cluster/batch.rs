@@ -68,13 +68,28 @@ pub(super) struct ShardKeys {
     pub aged: String,
     pub times: String,
     pub writer: String,
+    /// Where a run's own key starts.
+    pub batches: String,
 }
 
-/// The history settings every publish carries.
+/// The history settings every publish carries, and how long a batch's
+/// key keeps its answers.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Settings {
     pub history_size: usize,
     pub ttl_ms: u64,
+    pub batch_key_ms: u64,
+}
+
+/// What one run of the script carries beside its pushes.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Run<'a> {
+    /// The epoch the shard takes if it has none.
+    pub epoch: &'a str,
+    /// The batch's own key (its answers, for a resent script).
+    pub key: &'a str,
+    /// On the server's clock (ms): past it, the script publishes nothing.
+    pub deadline: u64,
 }
 
 /// Whether `next` joins a batch of `pushes` pushes writing `streams`
@@ -95,7 +110,7 @@ pub(super) enum Arg<'a> {
 pub(super) fn layout<'a>(
     keys: &'a ShardKeys,
     settings: Settings,
-    epoch: &'a str,
+    run: Run<'a>,
     pushes: &'a [ShardPush],
 ) -> (Vec<&'a str>, Vec<Arg<'a>>) {
     let mut names = vec![
@@ -104,12 +119,15 @@ pub(super) fn layout<'a>(
         &keys.aged,
         &keys.times,
         &keys.writer,
+        run.key,
     ];
     let mut args = vec![
-        Arg::Bytes(epoch.as_bytes()),
+        Arg::Bytes(run.epoch.as_bytes()),
         Arg::Number(settings.history_size as u64),
         Arg::Number(settings.ttl_ms),
         Arg::Number(pushes.len() as u64),
+        Arg::Number(run.deadline),
+        Arg::Number(settings.batch_key_ms),
     ];
     for push in pushes {
         names.push(&push.id_key);
@@ -141,12 +159,9 @@ fn flag(on: bool) -> &'static [u8] {
     if on { b"1" } else { b"0" }
 }
 
-/// One answer per push from the script's reply: an error, or a reply of
-/// the wrong length, is every push's.
-pub(super) fn answers(
-    reply: redis::RedisResult<Vec<(i64, String)>>,
-    pushes: usize,
-) -> Vec<Committed> {
+/// One answer per push from the script's answers: an error, or answers
+/// of the wrong length, is every push's.
+pub(super) fn answers(reply: Result<Vec<(i64, String)>, String>, pushes: usize) -> Vec<Committed> {
     match reply {
         Ok(replies) if replies.len() == pushes => replies
             .into_iter()
@@ -159,7 +174,7 @@ pub(super) fn answers(
             ));
             pushes
         ],
-        Err(err) => vec![Err(err.to_string()); pushes],
+        Err(err) => vec![Err(err); pushes],
     }
 }
 
@@ -174,6 +189,7 @@ mod tests {
             aged: "{t}:aged".into(),
             times: "{t}:times".into(),
             writer: "{t}:writer".into(),
+            batches: "{t}:batch:".into(),
         }
     }
 
@@ -203,9 +219,15 @@ mod tests {
         let settings = Settings {
             history_size: 100,
             ttl_ms: 5000,
+            batch_key_ms: 3000,
         };
         let pushes = [push("a", true, &["u1", "u2"]), push("b", false, &["u3"])];
-        let (names, args) = layout(&keys, settings, "e", &pushes);
+        let run = Run {
+            epoch: "e",
+            key: "{t}:batch:1",
+            deadline: 1_764_410_000_000,
+        };
+        let (names, args) = layout(&keys, settings, run, &pushes);
         assert_eq!(
             names,
             [
@@ -214,6 +236,7 @@ mod tests {
                 "{t}:aged",
                 "{t}:times",
                 "{t}:writer",
+                "{t}:batch:1",
                 "{t}:id:a",
                 "{t}:h:u:u1",
                 "{t}:h:u:u2",
@@ -234,7 +257,9 @@ mod tests {
                 "e",
                 "100",
                 "5000",
-                "2", // epoch, history, ttl, pushes
+                "2",
+                "1764410000000",
+                "3000", // epoch, history, ttl, pushes, deadline, batch key
                 "Ha",
                 "1",
                 "1",
@@ -287,13 +312,7 @@ mod tests {
         let short = answers(Ok(vec![(1, "e-5".into())]), 3);
         assert_eq!(short.len(), 3);
         assert!(short.iter().all(Result::is_err));
-        let failed = answers(
-            Err(redis::RedisError::from((
-                redis::ErrorKind::Io,
-                "connection lost",
-            ))),
-            2,
-        );
+        let failed = answers(Err("connection lost".to_owned()), 2);
         assert_eq!(failed.len(), 2);
         assert!(
             failed

@@ -16,8 +16,9 @@ use redis::{Script, ScriptInvocation};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
-use super::batch::{Arg, Committed, Settings, ShardKeys, ShardPush, answers, fits, layout};
+use super::batch::{Arg, Committed, Run, Settings, ShardKeys, ShardPush, answers, fits, layout};
 use super::shards::Shards;
+use crate::bus::deadline::{self, BrokerClock};
 
 /// Where a publish queues for its shard.
 type Queue = mpsc::UnboundedSender<Queued>;
@@ -30,17 +31,21 @@ pub(super) struct Committer {
 
 impl Committer {
     /// Starts one task per shard of `shards` (held by `tasks`), each
-    /// running `script` on `conn`.
+    /// running `script` on `conn` with its shard's `clocks` (whose
+    /// budget is the broker timeout).
     pub(super) fn start(
         conn: &ClusterConnection,
         script: &Script,
         shards: &Shards,
+        clocks: Vec<BrokerClock>,
         history_size: usize,
         ttl_ms: u64,
         tasks: &mut JoinSet<()>,
     ) -> Self {
-        let queues = (0..shards.count())
-            .map(|shard| {
+        let queues = clocks
+            .into_iter()
+            .enumerate()
+            .map(|(shard, clock)| {
                 let (tx, rx) = mpsc::unbounded_channel();
                 let keys = ShardKeys {
                     seq: shards.seq(shard),
@@ -48,12 +53,23 @@ impl Committer {
                     aged: shards.aged(shard),
                     times: shards.times(shard),
                     writer: shards.writer(shard),
+                    batches: shards.batches(shard),
                 };
                 let settings = Settings {
                     history_size,
                     ttl_ms,
+                    // Past the longest the gateway waits for the answer
+                    // (the budget and half again), twice over.
+                    batch_key_ms: crate::clamp::millis(clock.budget() * 3),
                 };
-                tasks.spawn(drain(conn.clone(), script.clone(), keys, settings, rx));
+                tasks.spawn(drain(
+                    conn.clone(),
+                    script.clone(),
+                    keys,
+                    settings,
+                    clock,
+                    rx,
+                ));
                 tx
             })
             .collect();
@@ -86,6 +102,7 @@ async fn drain(
     script: Script,
     keys: ShardKeys,
     settings: Settings,
+    clock: BrokerClock,
     mut queue: mpsc::UnboundedReceiver<Queued>,
 ) {
     // A push that did not fit the last batch: the first of the next.
@@ -112,9 +129,20 @@ async fn drain(
         metrics::histogram!(crate::metrics::names::BUS_PUBLISH_BATCH_PUSHES)
             .record(pushes.len() as f64);
         let epoch = format!("{:016x}", rand::random::<u64>());
-        let invocation = invocation(&script, &keys, settings, &epoch, &pushes);
-        let reply: redis::RedisResult<Vec<(i64, String)>> =
+        let key = format!("{}{:016x}", keys.batches, rand::random::<u64>());
+        let sent_ms = deadline::now_ms();
+        let run = Run {
+            epoch: &epoch,
+            key: &key,
+            deadline: u64::try_from(clock.deadline(sent_ms)).unwrap_or(0),
+        };
+        let invocation = invocation(&script, &keys, settings, run, &pushes);
+        let reply: redis::RedisResult<(i64, Vec<(i64, String)>)> =
             invocation.invoke_async(&mut conn).await;
+        let reply = reply
+            .map(|(clock, answers)| (answers, clock))
+            .map_err(|err| err.to_string());
+        let reply = clock.settle(reply, sent_ms);
         for (waiter, answer) in waiters.into_iter().zip(answers(reply, pushes.len())) {
             // A push whose caller went away needs no answer.
             let _ = waiter.send(answer);
@@ -127,10 +155,10 @@ fn invocation<'a>(
     script: &'a Script,
     keys: &ShardKeys,
     settings: Settings,
-    epoch: &str,
+    run: Run<'_>,
     pushes: &[ShardPush],
 ) -> ScriptInvocation<'a> {
-    let (names, args) = layout(keys, settings, epoch, pushes);
+    let (names, args) = layout(keys, settings, run, pushes);
     let mut invocation = script.prepare_invoke();
     for name in names {
         invocation.key(name);

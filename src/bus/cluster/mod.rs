@@ -60,6 +60,7 @@ use self::commit::Committer;
 use self::interest::{Interest, LINGER};
 use self::probe::{Due, Probes};
 use self::shards::{Shards, StreamName};
+use super::deadline::{self, BrokerClock};
 use super::fanout::{Batch, Fanout};
 use super::redis::BusMessage;
 use super::redis::presence::{self, Owner, Presence};
@@ -207,12 +208,14 @@ impl ClusterBus {
             .map_err(unavailable)?;
         let shards = Shards::new(&config.key_prefix, config.shards);
         let mut positions = Vec::with_capacity(shards.count());
+        let mut clocks = Vec::with_capacity(shards.count());
         for shard in 0..shards.count() {
-            positions.push(
-                shard_position(&mut conn.clone(), &shards, shard)
+            let (position, clock) =
+                shard_position(&mut conn.clone(), &shards, shard, config.timeout())
                     .await
-                    .map_err(unavailable)?,
-            );
+                    .map_err(unavailable)?;
+            positions.push(position);
+            clocks.push(clock);
         }
         let (presence_tx, presence_rx) = mpsc::unbounded_channel();
         let presence_keys = Arc::new(Presence {
@@ -240,6 +243,7 @@ impl ClusterBus {
                 include_str!("publish.lua")
             )),
             &shards,
+            clocks,
             history_size,
             ttl_ms,
             &mut tasks,
@@ -347,23 +351,31 @@ async fn first_connection(
     }
 }
 
-/// A shard's epoch (created if absent) and last sequence number.
+/// A shard's epoch (created if absent) and last sequence number, and its
+/// master's clock, learned for publishes that get `budget` to start.
 async fn shard_position(
     conn: &mut ClusterConnection,
     shards: &Shards,
     shard: usize,
-) -> redis::RedisResult<Cursor> {
+    budget: Duration,
+) -> redis::RedisResult<(Cursor, BrokerClock)> {
     let fresh = format!("{:016x}", rand::random::<u64>());
-    let epoch: String = Script::new(
-        "redis.call('SET', KEYS[1], ARGV[1], 'NX') return {redis.call('GET', KEYS[1]), redis.call('GET', KEYS[2]) or '0'}",
+    let sent_ms = deadline::now_ms();
+    let (epoch, seq, secs, micros) = Script::new(
+        "redis.call('SET', KEYS[1], ARGV[1], 'NX') local t = redis.call('TIME') \
+         return {redis.call('GET', KEYS[1]), redis.call('GET', KEYS[2]) or '0', t[1], t[2]}",
     )
     .key(shards.epoch(shard))
     .key(shards.seq(shard))
     .arg(&fresh)
-    .invoke_async::<(String, String)>(conn)
-    .await
-    .map(|(epoch, seq)| format!("{epoch}-{seq}"))?;
-    Ok(epoch.parse().unwrap_or(Cursor::new(0, 0)))
+    .invoke_async::<(String, String, i64, i64)>(conn)
+    .await?;
+    let clock = BrokerClock::new(budget);
+    clock.learn(secs * 1000 + micros / 1000, sent_ms, deadline::now_ms());
+    let position = format!("{epoch}-{seq}")
+        .parse()
+        .unwrap_or(Cursor::new(0, 0));
+    Ok((position, clock))
 }
 
 /// Takes what the cluster pushes: messages of the streams subscribed,

@@ -9,21 +9,35 @@
 --
 -- KEYS[1] sequence   KEYS[2] epoch   KEYS[3] age watermark   KEYS[4] publish times (zset)
 -- KEYS[5] the shard's writer (hash: replid, node, lost)
+-- KEYS[6] the batch's own key: its answers, kept ARGV[6] ms
 -- then per push: its idempotency key (unused unless the push is idempotent),
 --   then one history stream per (channel, target) pair of its messages, in order.
 -- ARGV[1] epoch to create if none   ARGV[2] history size   ARGV[3] ttl ms
--- ARGV[4] number of pushes; then per push: its frame head, '1' if its id is
+-- ARGV[4] number of pushes   ARGV[5] deadline: the server's clock (ms) past
+--   which nothing is published   ARGV[6] how long the batch's key lives (ms)
+-- then per push: its frame head, '1' if its id is
 --   an idempotency key, '1' if its streams expire with the ttl (all but the
 --   broadcast stream), its number of messages; then per message: its frame
 --   tail, its number of streams N, and N pairs (sharded channel, target).
 --   A personal push is one message to each user's stream; a push to
 --   channels is one message per channel.
 -- Payload published: '<seq>\n<epoch>-<seq>\n<target>\n<frame>'.
--- Returns, per push in order, {1, cursor of its last message} for a new
--- push, {0, what the first returned} for a duplicate.
+-- Returns {the server's clock in ms, answers}, the answers per push in
+-- order: {1, cursor of its last message} for a new push, {0, what the first
+-- returned} for a duplicate. Or an error `LATE <clock> past <deadline>`
+-- when it started too late.
 
 local size = tonumber(ARGV[2])
 local ttl = tonumber(ARGV[3])
+local now_ms = server_ms()
+
+-- The client sends a script again when its connection drops before the
+-- answer came (or the answer is slow), and the first may have run: a batch
+-- that ran answers what it answered then, and publishes nothing again.
+local done = redis.call('GET', KEYS[6])
+if done then return {now_ms, cjson.decode(done)} end
+local late = refusal_if_late(now_ms, tonumber(ARGV[5]))
+if late then return late end
 
 local epoch = redis.call('GET', KEYS[2])
 if not epoch then
@@ -73,7 +87,7 @@ if replid and writer[1] ~= replid then
 end
 
 -- Age (history.lua, before this script): the watermark and the clock.
-local aged, now_ms = age_watermark(KEYS[3], KEYS[4], ttl)
+local aged = age_watermark(KEYS[3], KEYS[4], ttl, now_ms)
 
 local function record(stream, seq, frame, expires)
   if size == 0 then return end
@@ -93,8 +107,8 @@ end
 
 local answers = {}
 local seq
-local k = 6
-local a = 5
+local k = 7
+local a = 7
 for p = 1, tonumber(ARGV[4]) do
   local head, idempotent, expires = ARGV[a], ARGV[a + 1] == '1', ARGV[a + 2] == '1'
   local messages = tonumber(ARGV[a + 3])
@@ -130,4 +144,5 @@ end
 if seq then
   redis.call('ZADD', KEYS[4], now_ms, seq)
 end
-return answers
+redis.call('SET', KEYS[6], cjson.encode(answers), 'PX', ARGV[6])
+return {now_ms, answers}

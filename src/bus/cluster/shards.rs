@@ -173,6 +173,12 @@ impl Shards {
         self.key(shard, "times")
     }
 
+    /// Where the keys of `shard`'s publish script runs start (a run's key
+    /// keeps its answers for a script sent again).
+    pub(crate) fn batches(&self, shard: usize) -> String {
+        self.key(shard, "batch:")
+    }
+
     /// An idempotency key of a push to streams of `shard`.
     pub(crate) fn push_id(&self, shard: usize, id: &str) -> String {
         [self.tags[shard].as_str(), ":id:", id].concat()

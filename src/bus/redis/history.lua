@@ -3,13 +3,26 @@
 -- bus/cluster/publish.lua per shard of a cluster), so the age rule and the
 -- trimming are written once.
 
--- The age watermark: the newest message published before now - ttl.
--- Raises the watermark at `aged_key` from the publish times in the zset
--- `times_key` (forgetting the times it passed) and returns it, with the
--- server's clock in ms.
-local function age_watermark(aged_key, times_key, ttl)
+-- The server's clock, in ms since the Unix epoch.
+local function server_ms()
   local time = redis.call('TIME')
-  local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+end
+
+-- A publish that starts after its deadline (on the server's clock, in ms)
+-- publishes nothing: the gateway has given up on it, or is about to, and
+-- answered 503, which says nothing was published (src/bus/deadline.rs).
+-- The refusal names the clock, which the gateway learns from.
+local function refusal_if_late(now_ms, deadline)
+  if now_ms > deadline then
+    return redis.error_reply(string.format('LATE %d past %d', now_ms, deadline))
+  end
+end
+
+-- The age watermark: the newest message published before now_ms - ttl.
+-- Raises the watermark at `aged_key` from the publish times in the zset
+-- `times_key` (forgetting the times it passed) and returns it.
+local function age_watermark(aged_key, times_key, ttl, now_ms)
   local cutoff = now_ms - ttl
   local aged = tonumber(redis.call('GET', aged_key) or '0')
   local old = redis.call('ZREVRANGEBYSCORE', times_key, '(' .. cutoff, '-inf', 'LIMIT', 0, 1)
@@ -18,7 +31,7 @@ local function age_watermark(aged_key, times_key, ttl)
     redis.call('SET', aged_key, aged)
     redis.call('ZREMRANGEBYSCORE', times_key, '-inf', '(' .. cutoff)
   end
-  return aged, now_ms
+  return aged
 end
 
 -- Drops are XDELs, so each stream's max-deleted-entry-id says what it lost.

@@ -41,6 +41,7 @@ use tokio::task::JoinSet;
 use tracing::{info, warn};
 
 use self::reply::ResumeReply;
+use super::deadline::{self, BrokerClock};
 use super::fanout::Fanout;
 use super::resume::Resume;
 use super::{
@@ -120,6 +121,8 @@ struct Shared {
     /// Cluster-wide presence, on the same Redis.
     presence_keys: Arc<presence::Presence<ConnectionManager>>,
     publish: Script,
+    /// Redis's clock, for each publish's deadline.
+    clock: BrokerClock,
     resume: Script,
     presence: mpsc::UnboundedSender<(UserId, i64)>,
 }
@@ -167,6 +170,13 @@ impl RedisBus {
         };
         let keys = Keys::new(&config.key_prefix);
         let epoch = ensure_epoch(&mut conn, &keys).await.map_err(unavailable)?;
+        let clock = BrokerClock::new(config.timeout());
+        let sent_ms = deadline::now_ms();
+        let (secs, micros): (i64, i64) = redis::cmd("TIME")
+            .query_async(&mut conn)
+            .await
+            .map_err(unavailable)?;
+        clock.learn(secs * 1000 + micros / 1000, sent_ms, deadline::now_ms());
         let seq: Option<u64> = conn.get(&keys.seq).await.map_err(unavailable)?;
         let (presence_tx, presence_rx) = mpsc::unbounded_channel();
         let presence_keys = Arc::new(presence::Presence {
@@ -192,6 +202,7 @@ impl RedisBus {
                 include_str!("history.lua"),
                 include_str!("publish.lua")
             )),
+            clock,
             resume: Script::new(include_str!("resume.lua")),
             presence: presence_tx,
         });
@@ -378,6 +389,8 @@ impl Shared {
             .arg(&self.keys.channel)
             .arg(first_expiring)
             .arg(channels);
+        let sent_ms = deadline::now_ms();
+        invocation.arg(self.clock.deadline(sent_ms));
         if let PushTarget::Channels(names) = &message.target {
             for channel in names {
                 let (_, tail) = message_parts(
@@ -389,11 +402,15 @@ impl Shared {
             }
         }
         let mut conn = self.conn.clone();
-        let (fresh, cursor): (i64, String) =
-            invocation.invoke_async(&mut conn).await.map_err(|err| {
-                metrics::counter!(crate::metrics::names::BUS_ERRORS_TOTAL).increment(1);
-                BusError::Unavailable(err.to_string())
-            })?;
+        let reply: redis::RedisResult<(i64, String, i64)> =
+            invocation.invoke_async(&mut conn).await;
+        let reply = reply
+            .map(|(fresh, cursor, clock)| ((fresh, cursor), clock))
+            .map_err(|err| err.to_string());
+        let (fresh, cursor) = self.clock.settle(reply, sent_ms).map_err(|err| {
+            metrics::counter!(crate::metrics::names::BUS_ERRORS_TOTAL).increment(1);
+            BusError::Unavailable(err)
+        })?;
         let cursor = cursor
             .parse::<Cursor>()
             .map_err(|_| BusError::Unavailable("redis returned a malformed cursor".into()))?;

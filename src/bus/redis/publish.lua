@@ -11,15 +11,20 @@
 -- ARGV[7] '1' if the push id is an idempotency key   ARGV[8] pub/sub channel
 -- ARGV[9] index of the first stream in KEYS that expires with the ttl
 -- ARGV[10] number of channel messages (0: one message to every stream)
--- ARGV[11..] for each channel message: its target ('#' .. channel), its frame tail
--- Returns {1, cursor of the last message} for a new push, {0, what the first
--- returned} for a duplicate.
+-- ARGV[11] deadline: the server's clock (ms) past which nothing is published
+-- ARGV[12..] for each channel message: its target ('#' .. channel), its frame tail
+-- Returns {1, cursor of the last message, the server's clock in ms} for a
+-- new push, {0, what the first returned, the clock} for a duplicate; an
+-- error `LATE <clock> past <deadline>` when it started too late.
 
 local ttl = tonumber(ARGV[6])
+local now_ms = server_ms()
 if ARGV[7] == '1' then
   local first = redis.call('GET', KEYS[5])
-  if first then return {0, first} end
+  if first then return {0, first, now_ms} end
 end
+local late = refusal_if_late(now_ms, tonumber(ARGV[11]))
+if late then return late end
 
 local epoch = redis.call('GET', KEYS[2])
 if not epoch then
@@ -28,7 +33,7 @@ if not epoch then
 end
 
 -- Age (history.lua, before this script): the watermark and the clock.
-local aged, now_ms = age_watermark(KEYS[3], KEYS[4], ttl)
+local aged = age_watermark(KEYS[3], KEYS[4], ttl, now_ms)
 
 local size = tonumber(ARGV[5])
 local first_expiring = tonumber(ARGV[9])
@@ -54,9 +59,9 @@ else
   for i = 1, channels do
     seq = next_seq()
     cursor = epoch .. '-' .. seq
-    local frame = ARGV[2] .. cursor .. ARGV[10 + 2 * i]
+    local frame = ARGV[2] .. cursor .. ARGV[11 + 2 * i]
     record(5 + i, seq, frame)
-    redis.call('PUBLISH', ARGV[8], seq .. '\n' .. cursor .. '\n' .. ARGV[9 + 2 * i] .. '\n' .. frame)
+    redis.call('PUBLISH', ARGV[8], seq .. '\n' .. cursor .. '\n' .. ARGV[10 + 2 * i] .. '\n' .. frame)
   end
 end
 redis.call('ZADD', KEYS[4], now_ms, seq)
@@ -64,4 +69,4 @@ redis.call('ZADD', KEYS[4], now_ms, seq)
 if ARGV[7] == '1' then
   redis.call('SET', KEYS[5], cursor, 'PX', ttl)
 end
-return {1, cursor}
+return {1, cursor, now_ms}
