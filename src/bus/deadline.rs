@@ -156,6 +156,53 @@ mod tests {
     }
 
     #[test]
+    fn our_clock_counts_ms_since_the_unix_epoch() {
+        let before = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .expect("after 1970");
+        let now = now_ms();
+        let after = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .expect("after 1970");
+        assert!(
+            (before.as_millis()..=after.as_millis()).contains(&(now as u128)),
+            "{now}"
+        );
+    }
+
+    #[test]
+    fn settling_an_answer_learns_the_clock_it_read() {
+        let clock = BrokerClock::new(TIMEOUT);
+        let sent = now_ms();
+        let broker = sent + 60_000;
+        assert_eq!(clock.settle(Ok(("answer", broker)), sent), Ok("answer"));
+        // Learned as the broker's clock minus ours at the answer: within
+        // the few ms this test took.
+        let offset = clock.deadline(0) - 1_000;
+        assert!((59_900..=60_000).contains(&offset), "{offset}");
+    }
+
+    #[test]
+    fn settling_a_late_refusal_learns_its_clock_and_says_nothing_was_published() {
+        let clock = BrokerClock::new(TIMEOUT);
+        let sent = now_ms();
+        let broker = sent - 30_000;
+        let refusal = format!("LATE {broker} past {}", broker - 1);
+        let err = clock.settle::<()>(Err(refusal), sent).expect_err("refused");
+        assert!(err.contains("published nothing"), "{err}");
+        let offset = clock.deadline(0) - 1_000;
+        assert!((-30_100..=-30_000).contains(&offset), "{offset}");
+    }
+
+    #[test]
+    fn settling_another_error_passes_it_on_and_learns_nothing() {
+        let clock = BrokerClock::new(TIMEOUT);
+        let err = clock.settle::<()>(Err("timed out".to_owned()), now_ms());
+        assert_eq!(err, Err("timed out".to_owned()));
+        assert_eq!(clock.deadline(0), 1_000);
+    }
+
+    #[test]
     fn a_late_refusal_names_the_brokers_clock() {
         assert_eq!(
             late_clock("LATE 1764410000123 past 1764410000000"),

@@ -272,6 +272,7 @@ mod tests {
                 shards.times(shard),
                 shards.push_id(shard, "id-1"),
                 shards.sync(shard, "node"),
+                format!("{}00000000000000ab", shards.batches(shard)),
             ] {
                 assert_eq!(slot_of(&key), slot, "{key}");
             }
