@@ -103,9 +103,12 @@ impl BrokerClock {
     }
 }
 
-/// The clock a `LATE` refusal read (`LATE <ms> ...`), if `message` is one.
+/// The clock a `LATE` refusal read, if `message` is one: the script
+/// answers `-LATE <ms> past <deadline>`, which the client shows as
+/// `"LATE": <ms> past <deadline>`.
 pub(crate) fn late_clock(message: &str) -> Option<i64> {
-    let rest = message.split("LATE ").nth(1)?;
+    let (_, rest) = message.split_once("LATE")?;
+    let rest = rest.trim_start_matches(['"', ':', ' ']);
     rest.split_whitespace().next()?.parse().ok()
 }
 
@@ -204,14 +207,14 @@ mod tests {
 
     #[test]
     fn a_late_refusal_names_the_brokers_clock() {
-        assert_eq!(
-            late_clock("LATE 1764410000123 past 1764410000000"),
-            Some(1_764_410_000_123)
-        );
-        assert_eq!(
-            late_clock("An error was signalled by the server - LATE 17 past 5"),
-            Some(17)
-        );
+        // As the script answers it, and as the client then shows it.
+        let reply = redis::parse_redis_value(b"-LATE 1764410000123 past 1764410000000\r\n");
+        let Ok(redis::Value::ServerError(refusal)) = reply else {
+            panic!("an error reply: {reply:?}");
+        };
+        let shown = redis::RedisError::from(refusal).to_string();
+        assert_eq!(late_clock(&shown), Some(1_764_410_000_123), "{shown}");
+        assert_eq!(late_clock("LATE 17 past 5"), Some(17));
         assert_eq!(late_clock("ERR something else"), None);
         assert_eq!(late_clock("LATE soon"), None);
     }

@@ -31,8 +31,8 @@ pub(super) struct Committer {
 
 impl Committer {
     /// Starts one task per shard of `shards` (held by `tasks`), each
-    /// running `script` on `conn` with its shard's `clocks` (whose
-    /// budget is the broker timeout).
+    /// running `script` on `conn` with its shard's clock from `clocks`
+    /// (each publish's deadline).
     pub(super) fn start(
         conn: &ClusterConnection,
         script: &Script,

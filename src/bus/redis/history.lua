@@ -10,9 +10,10 @@ local function server_ms()
 end
 
 -- A publish that starts after its deadline (on the server's clock, in ms)
--- publishes nothing: the gateway has given up on it, or is about to, and
--- answered 503, which says nothing was published (src/bus/deadline.rs).
--- The refusal names the clock, which the gateway learns from.
+-- publishes nothing: the gateway may have given up on it already and
+-- answered 503, which says nothing was published, and answers 503 to the
+-- refusal too (src/bus/deadline.rs). The refusal names the clock, which
+-- the gateway learns from.
 local function refusal_if_late(now_ms, deadline)
   if now_ms > deadline then
     return redis.error_reply(string.format('LATE %d past %d', now_ms, deadline))
