@@ -75,6 +75,17 @@ impl BrokerClock {
         }
     }
 
+    /// A clock for publishes the gateway waits `timeout` for (see
+    /// [`BrokerClock::new`]), learned from Redis's `TIME` (`secs` and
+    /// `micros`) asked at `sent_ms` and answered now: what a bus reads at
+    /// connect.
+    pub(crate) fn from_time(timeout: Duration, secs: i64, micros: i64, sent_ms: i64) -> Self {
+        let clock = Self::new(timeout);
+        let broker_ms = secs.saturating_mul(1000).saturating_add(micros / 1000);
+        clock.learn(broker_ms, sent_ms, now_ms());
+        clock
+    }
+
     /// Settles a publish sent at `sent_ms`: its answer and the clock its
     /// reply read, or an error's text. The clock is learned, from a `LATE`
     /// refusal's too, which is told plainly (it published nothing).
@@ -171,6 +182,22 @@ mod tests {
             (before.as_millis()..=after.as_millis()).contains(&(now as u128)),
             "{now}"
         );
+    }
+
+    #[test]
+    fn a_clock_from_redis_time_learns_its_milliseconds() {
+        let sent = now_ms();
+        // Redis reads 5,000.25 ms ahead of us.
+        let ahead = sent + 5_000;
+        let clock = BrokerClock::from_time(
+            Duration::from_millis(3000),
+            ahead / 1000,
+            (ahead % 1000) * 1000 + 250,
+            sent,
+        );
+        // The offset is a lower bound: the reply came back a little later.
+        let offset = clock.deadline(sent) - sent - 2000;
+        assert!((4_900..=5_000).contains(&offset), "{offset}");
     }
 
     #[test]

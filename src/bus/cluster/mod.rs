@@ -352,12 +352,12 @@ async fn first_connection(
 }
 
 /// A shard's epoch (created if absent) and last sequence number, and its
-/// master's clock, learned for publishes that get `budget` to start.
+/// master's clock, learned for publishes the gateway waits `timeout` for.
 async fn shard_position(
     conn: &mut ClusterConnection,
     shards: &Shards,
     shard: usize,
-    budget: Duration,
+    timeout: Duration,
 ) -> redis::RedisResult<(Cursor, BrokerClock)> {
     let fresh = format!("{:016x}", rand::random::<u64>());
     let sent_ms = deadline::now_ms();
@@ -370,8 +370,7 @@ async fn shard_position(
     .arg(&fresh)
     .invoke_async::<(String, String, i64, i64)>(conn)
     .await?;
-    let clock = BrokerClock::new(budget);
-    clock.learn(secs * 1000 + micros / 1000, sent_ms, deadline::now_ms());
+    let clock = BrokerClock::from_time(timeout, secs, micros, sent_ms);
     let position = format!("{epoch}-{seq}")
         .parse()
         .unwrap_or(Cursor::new(0, 0));

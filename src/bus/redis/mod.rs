@@ -170,13 +170,12 @@ impl RedisBus {
         };
         let keys = Keys::new(&config.key_prefix);
         let epoch = ensure_epoch(&mut conn, &keys).await.map_err(unavailable)?;
-        let clock = BrokerClock::new(config.timeout());
         let sent_ms = deadline::now_ms();
         let (secs, micros): (i64, i64) = redis::cmd("TIME")
             .query_async(&mut conn)
             .await
             .map_err(unavailable)?;
-        clock.learn(secs * 1000 + micros / 1000, sent_ms, deadline::now_ms());
+        let clock = BrokerClock::from_time(config.timeout(), secs, micros, sent_ms);
         let seq: Option<u64> = conn.get(&keys.seq).await.map_err(unavailable)?;
         let (presence_tx, presence_rx) = mpsc::unbounded_channel();
         let presence_keys = Arc::new(presence::Presence {
