@@ -2,11 +2,12 @@
 //! can be answered without hyper.
 //!
 //! Pure: bytes in, a parsed head (or why not) out. Only simple requests
-//! are taken: `GET` over HTTP/1.1 with no body and no `Expect`, for a path
-//! the caller says it serves (the server's route table decides which);
-//! whether it asks for an `Upgrade` is the caller's to weigh. Anything
-//! else, malformed heads included, is left to hyper, which then answers
-//! it (or refuses it) the way it always does.
+//! are taken, over HTTP/1.1 with no `Expect`, for a method and path the
+//! caller says it serves (the server's route table decides which): a
+//! `GET` with no body, a `POST` whose body has one `Content-Length` (no
+//! `Transfer-Encoding`); whether it asks for an `Upgrade` is the caller's
+//! to weigh. Anything else, malformed heads included, is left to hyper,
+//! which then answers it (or refuses it) the way it always does.
 
 use bytes::Bytes;
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -21,6 +22,9 @@ pub(crate) struct Head {
     pub request: Request<()>,
     /// Bytes the head took, blank line included.
     pub len: usize,
+    /// Bytes of the body that follows the head (its `Content-Length`; 0
+    /// for a `GET`).
+    pub body_len: usize,
     /// Whether the connection stays open after the answer (HTTP/1.1
     /// without `Connection: close`).
     pub keep_alive: bool,
@@ -44,12 +48,13 @@ pub(crate) enum Parsed<R> {
 
 /// Reads a request head from the start of `buf`, with at most
 /// `max_headers` headers (at most [`MAX_HEADERS`]: the slots live on the
-/// stack). `serves` maps a `GET` request's path (without its query) to
-/// what the caller serves there, or `None` to leave it to hyper.
+/// stack). `serves` maps a `GET` or `POST` request's method and path
+/// (without its query) to what the caller serves there, or `None` to
+/// leave it to hyper.
 pub(crate) fn parse<R>(
     buf: &[u8],
     max_headers: usize,
-    serves: impl FnOnce(&str) -> Option<R>,
+    serves: impl FnOnce(&Method, &str) -> Option<R>,
 ) -> Parsed<R> {
     let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut slots[..max_headers.min(MAX_HEADERS)]);
@@ -58,30 +63,34 @@ pub(crate) fn parse<R>(
         Ok(httparse::Status::Partial) => return Parsed::Partial,
         Err(_) => return Parsed::Other,
     };
-    let native = match (req.method, req.path) {
-        (Some("GET"), Some(target)) => {
-            match serves(target.split_once('?').map_or(target, |(p, _)| p)) {
-                Some(native) => native,
-                None => return Parsed::Other,
-            }
-        }
+    let method = match req.method {
+        Some("GET") => Method::GET,
+        Some("POST") => Method::POST,
         _ => return Parsed::Other,
+    };
+    let native = match req.path {
+        Some(target) => match serves(&method, target.split_once('?').map_or(target, |(p, _)| p)) {
+            Some(native) => native,
+            None => return Parsed::Other,
+        },
+        None => return Parsed::Other,
     };
     if req.version != Some(1) {
         return Parsed::Other;
     }
-    let Some(request) = request(&req, &buf[..len]) else {
+    let Some(request) = request(&req, &buf[..len], method) else {
         return Parsed::Other;
     };
-    if !bodiless(request.headers()) {
+    let Some(body_len) = body_len(&request) else {
         return Parsed::Other;
-    }
+    };
     let keep_alive = !has_token(request.headers(), header::CONNECTION, "close");
     let upgrade = request.headers().contains_key(header::UPGRADE);
     Parsed::Native(
         Box::new(Head {
             request,
             len,
+            body_len,
             keep_alive,
             upgrade,
         }),
@@ -93,7 +102,7 @@ pub(crate) fn parse<R>(
 /// `None` if a part does not convert (hyper then answers it). The head
 /// is copied once, and the target and every header value are views of
 /// that copy: one allocation for them all, not one each.
-fn request(req: &httparse::Request<'_, '_>, head: &[u8]) -> Option<Request<()>> {
+fn request(req: &httparse::Request<'_, '_>, head: &[u8], method: Method) -> Option<Request<()>> {
     let shared = Bytes::copy_from_slice(head);
     // Where `part` (a slice httparse took from `head`) lies in the copy.
     let view = |part: &[u8]| {
@@ -111,7 +120,7 @@ fn request(req: &httparse::Request<'_, '_>, head: &[u8]) -> Option<Request<()>> 
     }
     let target = Uri::from_maybe_shared(view(req.path?.as_bytes())?).ok()?;
     let mut request = Request::builder()
-        .method(Method::GET)
+        .method(method)
         .version(Version::HTTP_11)
         .uri(target)
         .body(())
@@ -120,16 +129,29 @@ fn request(req: &httparse::Request<'_, '_>, head: &[u8]) -> Option<Request<()>> 
     Some(request)
 }
 
-/// Whether the request has no body and expects nothing before its answer:
-/// no `Transfer-Encoding`, no `Content-Length` but 0, no `Expect`.
-fn bodiless(headers: &HeaderMap) -> bool {
-    let length_zero = headers
-        .get_all(header::CONTENT_LENGTH)
-        .iter()
-        .all(|v| v.as_bytes() == b"0");
-    length_zero
-        && !headers.contains_key(header::TRANSFER_ENCODING)
-        && !headers.contains_key(header::EXPECT)
+/// The length of the request's body, if it is one the front door reads:
+/// none expected before the answer (no `Expect`), none chunked (no
+/// `Transfer-Encoding`); a `GET` with no `Content-Length` but 0, a `POST`
+/// with exactly one, in plain digits.
+fn body_len(request: &Request<()>) -> Option<usize> {
+    let headers = request.headers();
+    if headers.contains_key(header::TRANSFER_ENCODING) || headers.contains_key(header::EXPECT) {
+        return None;
+    }
+    let mut lengths = headers.get_all(header::CONTENT_LENGTH).iter();
+    if request.method() == Method::GET {
+        return lengths.all(|v| v.as_bytes() == b"0").then_some(0);
+    }
+    match (lengths.next(), lengths.next()) {
+        (Some(value), None) => {
+            let digits = value.as_bytes();
+            if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
+                return None;
+            }
+            std::str::from_utf8(digits).ok()?.parse().ok()
+        }
+        _ => None,
+    }
 }
 
 fn has_token(headers: &HeaderMap, name: HeaderName, token: &str) -> bool {
@@ -147,12 +169,14 @@ mod tests {
     enum Native {
         Poll,
         Sse,
+        Push,
     }
 
-    fn serves(path: &str) -> Option<Native> {
-        match path {
-            "/poll" => Some(Native::Poll),
-            "/sse" => Some(Native::Sse),
+    fn serves(method: &Method, path: &str) -> Option<Native> {
+        match (method, path) {
+            (&Method::GET, "/poll") => Some(Native::Poll),
+            (&Method::GET, "/sse") => Some(Native::Sse),
+            (&Method::POST, "/push") => Some(Native::Push),
             _ => None,
         }
     }
@@ -186,6 +210,20 @@ mod tests {
     }
 
     #[test]
+    fn a_push_head_says_how_long_its_body_is() {
+        let text = "POST /push HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 13\r\n\r\n{\"data\":null}";
+        let (head, kind) = native(text);
+        assert_eq!(kind, Native::Push);
+        assert_eq!(head.request.method(), Method::POST);
+        assert_eq!(head.len, text.len() - 13, "the body is not the head's");
+        assert_eq!(head.body_len, 13);
+        assert!(head.keep_alive);
+        let (empty, _) = native("POST /push HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+        assert_eq!(empty.body_len, 0);
+        assert_eq!(native("GET /poll HTTP/1.1\r\n\r\n").0.body_len, 0);
+    }
+
+    #[test]
     fn connection_close_ends_keep_alive() {
         let (head, _) = native("GET /poll HTTP/1.1\r\nConnection: keep-alive, Close\r\n\r\n");
         assert!(!head.keep_alive);
@@ -212,6 +250,16 @@ mod tests {
             "GET /ws HTTP/1.1\r\n\r\n",
             "GET /polls HTTP/1.1\r\n\r\n",
             "GET /push HTTP/1.1\r\n\r\n",
+            "POST /push HTTP/1.1\r\n\r\n",
+            "POST /push HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}",
+            "POST /push HTTP/1.1\r\nContent-Length: +2\r\n\r\n{}",
+            "POST /push HTTP/1.1\r\nContent-Length: 2, 2\r\n\r\n{}",
+            "POST /push HTTP/1.1\r\nContent-Length: \r\n\r\n",
+            "POST /push HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n",
+            "POST /push HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+            "POST /push HTTP/1.1\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n",
+            "POST /push HTTP/1.0\r\nContent-Length: 2\r\n\r\n{}",
+            "PUT /push HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}",
             "GET /poll HTTP/1.1\r\nContent-Length: 5\r\n\r\n",
             "GET /poll HTTP/1.1\r\nContent-Length: 0\r\nContent-Length: 5\r\n\r\n",
             "GET /poll HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",

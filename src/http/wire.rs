@@ -13,8 +13,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use http_body_util::BodyExt;
-use hyper::Response;
 use hyper::http::response::Parts;
+use hyper::{Response, header};
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 
@@ -46,10 +46,23 @@ pub(crate) fn response_head(parts: &Parts, length: Length, keep_alive: bool) -> 
     buf.put_slice(parts.status.canonical_reason().unwrap_or("").as_bytes());
     buf.put_slice(b"\r\n");
     for (name, value) in &parts.headers {
-        put_header(&mut buf, name.as_str().as_bytes(), value.as_bytes());
+        // The framing's own: `keep_alive` decides it (see [`asks_close`]).
+        if name != header::CONNECTION {
+            put_header(&mut buf, name.as_str().as_bytes(), value.as_bytes());
+        }
     }
     end_head(&mut buf, length, keep_alive);
     buf
+}
+
+/// Whether an answer asks for its connection to end after it (`connection:
+/// close`, as a `408` does): its writer must then pass `keep_alive` false,
+/// and close.
+pub(crate) fn asks_close(parts: &Parts) -> bool {
+    parts.headers.get_all(header::CONNECTION).iter().any(|v| {
+        v.to_str()
+            .is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")))
+    })
 }
 
 /// Ends a response head begun in `buf` (status line and the response's
@@ -149,6 +162,16 @@ pub(crate) async fn encode(resp: Response<Body>, keep_alive: bool) -> Bytes {
         Err(never) => match never {},
     };
     response(&parts, &body, keep_alive)
+}
+
+/// Writes a whole answer (see [`encode`]): whether the connection goes on
+/// to another request (it was written, `keep_alive`, and the answer did
+/// not ask for the close).
+pub(crate) async fn answer(tcp: &TcpStream, resp: Response<Body>, keep_alive: bool) -> bool {
+    let (parts, body) = resp.into_parts();
+    let keep_alive = keep_alive && !asks_close(&parts);
+    let bytes = encode(Response::from_parts(parts, body), keep_alive).await;
+    write_all(tcp, &bytes).await.is_ok() && keep_alive
 }
 
 /// Writes what fits of `bytes` to `tcp` now (a producer's direct write):

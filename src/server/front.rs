@@ -1,7 +1,7 @@
 //! The front door of a plain-TCP connection: it reads each request head
-//! itself, serves `GET /poll`, `GET /sse` and the `GET /ws` handshake on
-//! the raw socket, and hands the connection (with every byte it read) to
-//! hyper at the first other request, for good.
+//! itself, serves `GET /poll`, `GET /sse`, the `GET /ws` handshake and
+//! `POST /push` on the raw socket, and hands the connection (with every
+//! byte it read) to hyper at the first other request, for good.
 //!
 //! Why: hyper 1.x holds an 8 KiB read buffer and an 8 KiB write buffer for
 //! a connection's whole life, so a parked poll or an open event stream
@@ -10,7 +10,10 @@
 //! write. A WebSocket opened here skips hyper's second parse of the head,
 //! its buffers and the upgrade hand-off: its `101` is written here, and it
 //! is served on a task of its own (sized for it alone), which holds the
-//! connection's permit until it ends.
+//! connection's permit until it ends. A push read here skips hyper's
+//! dispatch (its request and body objects, its buffers): about a third
+//! of a push's instructions before its message is handed to the fan-out
+//! (README, Performance).
 //!
 //! What the front door serves it serves as hyper would (see
 //! `http::head` for which requests, `http::wire` for the bytes):
@@ -31,13 +34,16 @@ use std::mem;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::BytesMut;
+use bytes::{Buf, BytesMut};
+use hyper::Method;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use super::http1::{self, Phase};
 use super::router::Route;
+use crate::api::push;
 use crate::gateway::Gateway;
+use crate::http::ApiError;
 use crate::http::head::{self, Head, Parsed};
 use crate::http::wire;
 use crate::http::{MAX_HEADERS, MAX_REQUEST_HEAD_BYTES, RemoteAddr};
@@ -58,28 +64,34 @@ enum Native {
     Sse,
     /// `GET /ws`
     Ws,
+    /// `POST /push`
+    Push,
 }
 
 impl Native {
-    /// What the front door serves at `path`: the server's one route
-    /// table decides.
-    fn at(path: &str) -> Option<Self> {
-        match Route::of(path, false, false) {
-            Route::Poll => Some(Self::Poll),
-            Route::Sse => Some(Self::Sse),
-            Route::WebSocket => Some(Self::Ws),
+    /// What the front door serves for `method` at `path`: the server's
+    /// one route table decides.
+    fn at(method: &Method, path: &str) -> Option<Self> {
+        match (Route::of(path, false, false), method) {
+            (Route::Poll, &Method::GET) => Some(Self::Poll),
+            (Route::Sse, &Method::GET) => Some(Self::Sse),
+            (Route::WebSocket, &Method::GET) => Some(Self::Ws),
+            (Route::Push, &Method::POST) => Some(Self::Push),
             _ => None,
         }
     }
 
     /// Whether the front door serves this head, or leaves it to hyper: a
-    /// poll or a stream that asks for an upgrade, and a handshake that
-    /// asks to close the connection (hyper's `101` would then say
-    /// `connection: close` too), are hyper's.
-    fn takes(self, head: &Head) -> bool {
+    /// poll, a stream or a push that asks for an upgrade, a handshake
+    /// that asks to close the connection (hyper's `101` would then say
+    /// `connection: close` too), and a push whose body is over
+    /// `max_push_bytes` (hyper refuses it, 413, without reading it) are
+    /// hyper's.
+    fn takes(self, head: &Head, max_push_bytes: usize) -> bool {
         match self {
             Self::Poll | Self::Sse => !head.upgrade,
             Self::Ws => head.keep_alive,
+            Self::Push => !head.upgrade && head.body_len <= max_push_bytes,
         }
     }
 }
@@ -184,6 +196,12 @@ fn requests<'a>(
                         websocket::RawUpgrade::Open(ws) => return Then::WebSocket(ws),
                     }
                 }
+                Native::Push => {
+                    // Boxed: reading a body and writing an answer would
+                    // grow the future every parked poll holds.
+                    let open = Box::pin(answer_push(gw, &tcp, head, buf)).await;
+                    open.then(|| mem::take(buf))
+                }
                 Native::Poll | Native::Sse => {
                     // The head's buffer goes; what followed it is copied
                     // out, bounded.
@@ -235,7 +253,8 @@ async fn next_head(
                 // Too long for a head: hyper answers it (431).
                 Parsed::Partial | Parsed::Other => return Next::Other,
                 Parsed::Native(head, native)
-                    if head.len <= MAX_REQUEST_HEAD_BYTES && native.takes(&head) =>
+                    if head.len <= MAX_REQUEST_HEAD_BYTES
+                        && native.takes(&head, gw.config.limits.max_push_bytes) =>
                 {
                     return Next::Native(head, native);
                 }
@@ -245,7 +264,7 @@ async fn next_head(
         tokio::select! {
             _ = stop.wait_for(|stopped| *stopped) => return Next::Closed,
             () = tokio::time::sleep_until(deadline) => return Next::Closed,
-            read = read_more(tcp, buf) => match read {
+            read = read_more(tcp, buf, READ_CHUNK_BYTES) => match read {
                 Ok(0) | Err(_) => return Next::Closed,
                 Ok(_) => {}
             },
@@ -253,12 +272,64 @@ async fn next_head(
     }
 }
 
-/// Reads what has arrived into `buf`: the count, 0 at the end of the
-/// stream.
-async fn read_more(tcp: &TcpStream, buf: &mut BytesMut) -> io::Result<usize> {
+/// Answers the `POST /push` whose head starts `buf`, as hyper's path
+/// does: what its head decides first (a refused push skips a body that
+/// is already here, or the connection closes), then the rest of its body
+/// read (within `[server] body_timeout_secs`, or `408` and the close),
+/// parsed and published. `buf` then holds what followed the body. Whether
+/// the connection goes on to another request.
+async fn answer_push(
+    gw: &Arc<Gateway>,
+    tcp: &TcpStream,
+    head: Box<Head>,
+    buf: &mut BytesMut,
+) -> bool {
+    let end = head.len + head.body_len;
+    if let Err(refused) = push::admit(gw, &head.request) {
+        // What has arrived of the body, without waiting for the rest.
+        while buf.len() < end {
+            match wire::try_read_buf(tcp, buf, end - buf.len()) {
+                Ok(n) if n > 0 => {}
+                _ => break,
+            }
+        }
+        let skipped = buf.len() >= end;
+        if skipped {
+            buf.advance(end);
+        }
+        return wire::answer(tcp, push::refuse(refused), head.keep_alive && skipped).await;
+    }
+    let timeout = gw.config.server.body_timeout();
+    let deadline = crate::clamp::from_now(timeout);
+    while buf.len() < end {
+        let refused = tokio::select! {
+            () = tokio::time::sleep_until(deadline) => ApiError::RequestTimeout {
+                secs: timeout.as_secs(),
+            },
+            read = read_more(tcp, buf, end - buf.len()) => match read {
+                Ok(0) => ApiError::BadJson(
+                    "could not read the body: the connection ended before it did".into(),
+                ),
+                Ok(_) => continue,
+                Err(_) => return false,
+            },
+        };
+        // The rest of the body is not coming, or not to be waited for.
+        wire::answer(tcp, push::refuse(refused), false).await;
+        return false;
+    }
+    let body = buf.split_to(end).split_off(head.len);
+    let answer = push::publish(gw, &body).await;
+    drop(body);
+    wire::answer(tcp, answer, head.keep_alive).await
+}
+
+/// Reads what has arrived into `buf`, at most `chunk` bytes: the count, 0
+/// at the end of the stream.
+async fn read_more(tcp: &TcpStream, buf: &mut BytesMut, chunk: usize) -> io::Result<usize> {
     loop {
         tcp.readable().await?;
-        match wire::try_read_buf(tcp, buf, READ_CHUNK_BYTES) {
+        match wire::try_read_buf(tcp, buf, chunk) {
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
             read => return read,
         }

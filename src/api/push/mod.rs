@@ -20,18 +20,21 @@ use crate::metrics::names;
 /// `POST /push`: checks the key, the type, the size and the rate, parses,
 /// and publishes whole or not at all.
 pub(crate) async fn push(gw: &Gateway, req: Request<Incoming>) -> Response<Body> {
-    match accept_push(gw, req).await {
-        Ok(resp) => resp,
-        Err(err) => {
-            debug!(code = err.code(), "push refused");
-            metrics::counter!(names::REQUESTS_REFUSED_TOTAL, "code" => err.code()).increment(1);
-            err.into_body_response()
-        }
+    if let Err(err) = admit(gw, &req) {
+        return refuse(err);
+    }
+    let max = gw.config.limits.max_push_bytes;
+    match read_body(gw, req.into_body(), max).await {
+        Ok(body) => publish(gw, &body).await,
+        Err(err) => refuse(err),
     }
 }
 
-async fn accept_push(gw: &Gateway, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
-    authorize(gw, &req)?;
+/// What a push's head alone decides, before its body is read: the key,
+/// the type, the declared size and the rate (a token is taken). The front
+/// door, which reads a push's body itself, asks this first too.
+pub(crate) fn admit<B>(gw: &Gateway, req: &Request<B>) -> Result<(), ApiError> {
+    authorize(gw, req)?;
     if !is_json(req.headers().get(header::CONTENT_TYPE)) {
         return Err(ApiError::UnsupportedMediaType);
     }
@@ -46,10 +49,28 @@ async fn accept_push(gw: &Gateway, req: Request<Incoming>) -> Result<Response<Bo
     }
     gw.admit_push().map_err(|wait| ApiError::TooManyRequests {
         retry_after_secs: wait.as_secs_f64().ceil().max(1.0) as u64,
-    })?;
-    let body = read_body(gw, req.into_body(), max).await?;
+    })
+}
+
+/// The answer to an admitted push whose whole body is `body`: parsed and
+/// published, whole or not at all.
+pub(crate) async fn publish(gw: &Gateway, body: &[u8]) -> Response<Body> {
+    match accept_body(gw, body).await {
+        Ok(resp) => resp,
+        Err(err) => refuse(err),
+    }
+}
+
+/// The answer to a push refused with `err`, logged and counted.
+pub(crate) fn refuse(err: ApiError) -> Response<Body> {
+    debug!(code = err.code(), "push refused");
+    metrics::counter!(names::REQUESTS_REFUSED_TOTAL, "code" => err.code()).increment(1);
+    err.into_body_response()
+}
+
+async fn accept_body(gw: &Gateway, body: &[u8]) -> Result<Response<Body>, ApiError> {
     let limits = &gw.config.limits;
-    let request = PushRequest::parse(&body, limits.max_push_users, limits.max_push_channels)?;
+    let request = PushRequest::parse(body, limits.max_push_users, limits.max_push_channels)?;
     let idempotent = request.id.is_some();
     let id = request.id.unwrap_or_else(generate_id);
     let kind = match request.target {
