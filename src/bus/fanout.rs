@@ -32,6 +32,18 @@
 //! the lanes would cost more than its few sends (each lane thread woken,
 //! on every node that holds one of the users). Nothing is overtaken: the
 //! lanes hold nothing then, and no job can be handed over meanwhile.
+//!
+//! A shared broadcast finding every lane idle is *led* by whoever hands
+//! it over (a push's task on one node, a bus's receiver): before it wakes
+//! the lanes, it claims the broadcast's first small pieces
+//! (`registry::table::HEAD_PARTS`) until one reached someone, a few
+//! sends, and yields its core once after the first (as a lane does, see
+//! [`after_first`]), so the first recipient waits for no lane's wake-up.
+//! It counts as one more lane of the job: the job is finished, and the
+//! next shared one may start, only once it is done too. (Led after the
+//! lanes were woken, the first recipient came no earlier; led without the
+//! yield, some broadcasts' first recipient waited out the leader's slice,
+//! several milliseconds: README, Performance.)
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -45,7 +57,7 @@ use crate::bus::PushTarget;
 use crate::metrics::names;
 use crate::protocol::Channel;
 use crate::protocol::frame::Frame;
-use crate::registry::table::Claims;
+use crate::registry::table::{Claims, HEAD_PARTS, Piece};
 use crate::registry::{Conn, Lane, Registry};
 
 /// What to run once a message reached every connection it should (on the
@@ -107,7 +119,7 @@ impl Shared {
         }
         match messages {
             [(_, PushTarget::Broadcast)] if registry.connections() >= SHARE_MIN => {
-                Some(Self::Broadcast(Claims::shards()))
+                Some(Self::Broadcast(Claims::broadcast()))
             }
             [(_, PushTarget::Channels(channels))]
                 if channels.len() == 1 && registry.channel_size(&channels[0]) >= SHARE_MIN =>
@@ -121,8 +133,12 @@ impl Shared {
     /// Delivers `frame` to the part this lane claims, as it goes.
     fn deliver(&self, registry: &Registry, frame: &Frame, after_delivery: &mut impl FnMut()) {
         match self {
-            Self::Broadcast(shards) => {
-                registry.broadcast(frame, shards.walk(), after_delivery);
+            Self::Broadcast(pieces) => {
+                registry.broadcast(
+                    frame,
+                    pieces.walk().map(Piece::of_broadcast),
+                    after_delivery,
+                );
             }
             Self::Channel(channel, members) => {
                 let (members, chunks) = members.get_or_init(|| {
@@ -138,6 +154,35 @@ impl Shared {
                 }
             }
         }
+    }
+}
+
+impl Shared {
+    /// Delivers `frame` to a broadcast's first small pieces, claimed until
+    /// one reached someone or none of them is left: what whoever hands it
+    /// over delivers while the lanes wake (see the module's doc). Whether
+    /// anything was delivered.
+    fn lead(&self, registry: &Registry, frame: &Frame) -> bool {
+        let Self::Broadcast(pieces) = self else {
+            return false;
+        };
+        let mut reached = false;
+        let mut yield_once = after_first(std::thread::yield_now);
+        while let Some(piece) = pieces.claim_below(HEAD_PARTS) {
+            registry.broadcast(frame, [Piece::of_broadcast(piece)], &mut || {
+                reached = true;
+                yield_once();
+            });
+            if reached {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Whether whoever hands it over leads it.
+    fn is_led(&self) -> bool {
+        matches!(self, Self::Broadcast(_))
     }
 }
 
@@ -178,6 +223,33 @@ impl Job {
         while !*finished {
             self.done.wait(&mut finished);
         }
+    }
+
+    /// One of its lanes (or its leader) is done with it; the last one
+    /// finishes it: lets the next shared job start, records how long it
+    /// took, runs its `then`, and only then counts it out of `busy`.
+    /// `who` names the lane in logs.
+    fn leave(&self, busy: &AtomicUsize, timing: &Timing, who: &str) {
+        if self.pending.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
+        }
+        self.finish();
+        // Every lane is done: the copies made for connections in channels
+        // are not needed again.
+        for (frame, _) in &self.messages {
+            frame.forget_copies();
+        }
+        if !self.messages.is_empty() {
+            timing.duration.record(self.handed.elapsed());
+        }
+        if let Some(then) = self.then.lock().take()
+            && std::panic::catch_unwind(AssertUnwindSafe(then)).is_err()
+        {
+            error!(lane = who, "a fan-out job's follow-up panicked");
+        }
+        // Only now may a job be delivered at once: it goes after this
+        // one's deliveries and `then`.
+        busy.fetch_sub(1, Ordering::Release);
     }
 }
 
@@ -365,25 +437,7 @@ impl Fanout {
                         if delivered.is_err() {
                             error!(lane = index, "a fan-out delivery panicked; its message may not have reached everyone");
                         }
-                        if job.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
-                            job.finish();
-                            // Every lane is done: the copies made for
-                            // connections in channels are not needed again.
-                            for (frame, _) in &job.messages {
-                                frame.forget_copies();
-                            }
-                            if messages {
-                                timing.duration.record(job.handed.elapsed());
-                            }
-                            if let Some(then) = job.then.lock().take()
-                                && std::panic::catch_unwind(AssertUnwindSafe(then)).is_err()
-                            {
-                                error!(lane = index, "a fan-out job's follow-up panicked");
-                            }
-                            // Only now may a job be delivered at once: it
-                            // goes after this one's deliveries and `then`.
-                            busy.fetch_sub(1, Ordering::Release);
-                        }
+                        job.leave(&busy, &timing, &index.to_string());
                         previous = Some(job);
                     }
                 })?;
@@ -438,13 +492,47 @@ impl Fanout {
             }
             return;
         }
-        let job = Arc::new(Job::new(messages, then, self.lanes.len(), &self.registry));
-        self.busy.fetch_add(1, Ordering::Relaxed);
+        let mut job = Job::new(messages, then, self.lanes.len(), &self.registry);
+        // Every lane idle (and none can be handed a job meanwhile): a
+        // broadcast's first pieces delivered here overtake nothing.
+        let idle = self.busy.fetch_add(1, Ordering::Acquire) == 0;
+        let lead = idle && job.shared.as_ref().is_some_and(Shared::is_led);
+        if lead {
+            *job.pending.get_mut() += 1;
+        }
+        let job = Arc::new(job);
+        if lead {
+            self.lead(&job);
+        }
         for lane in &self.lanes {
             if lane.send(Arc::clone(&job)).is_err() {
                 // Only if a thread died, which it does not by design: say
                 // so loudly rather than lose messages quietly.
                 error!("a fan-out thread is gone; a message was not delivered");
+            }
+        }
+        drop(handing);
+        if lead {
+            job.leave(&self.busy, &self.timing, "leader");
+        }
+    }
+
+    /// Delivers a shared broadcast's first pieces, before the lanes are
+    /// woken (see the module's doc).
+    fn lead(&self, job: &Job) {
+        if let (Some(shared), [(frame, _)]) = (&job.shared, &job.messages[..]) {
+            let led =
+                std::panic::catch_unwind(AssertUnwindSafe(|| shared.lead(&self.registry, frame)));
+            match led {
+                Ok(true) => {
+                    if !job.started.swap(true, Ordering::Relaxed) {
+                        self.timing.wait.record(0.0);
+                    }
+                }
+                Ok(false) => {}
+                Err(_) => {
+                    error!("a fan-out delivery panicked; its message may not have reached everyone")
+                }
             }
         }
     }
@@ -836,6 +924,94 @@ mod tests {
         );
         assert_eq!(finished.try_recv().expect("delivered at once"), 3);
         assert_eq!(seqs(&alice), [1, 2, 3]);
+    }
+
+    #[test]
+    fn a_broadcasts_leader_reaches_someone_in_its_first_pieces_and_the_lanes_the_rest() {
+        let registry = registry();
+        let conns: Vec<_> = (0..300)
+            .map(|i| attach(&registry, &format!("u{i}")))
+            .collect();
+        let shared = Shared::Broadcast(Claims::broadcast());
+        assert!(shared.lead(&registry, &frame(1)));
+        let led: Vec<_> = conns.iter().filter(|c| seqs(c) == [1]).collect();
+        // Shard 0 holds 2 or 3 of 300, one in a part of 16: the leader
+        // claims parts until one reaches someone, and stops there.
+        assert_eq!(led.len(), 1, "one part's connection");
+        assert_eq!(crate::registry::table::shard_of(led[0].id), 0);
+        let led = led[0].id;
+        shared.deliver(&registry, &frame(1), &mut || {});
+        for conn in &conns {
+            let want: &[u64] = if conn.id == led { &[] } else { &[1] };
+            assert_eq!(seqs(conn), want, "connection {}", conn.id);
+        }
+        assert!(
+            !Shared::Broadcast(Claims::broadcast()).lead(
+                &Registry::new(
+                    Limits {
+                        max_connections: 1,
+                        max_connections_per_user: 1,
+                        outbound_queue: 1,
+                        max_channels_per_connection: 1,
+                    },
+                    Counters::register(),
+                ),
+                &frame(1)
+            ),
+            "nobody to reach"
+        );
+    }
+
+    #[test]
+    fn a_broadcast_finding_the_lanes_idle_reaches_someone_before_deliver_returns() {
+        let registry = registry();
+        let conns: Vec<_> = (0..SHARE_MIN * 2)
+            .map(|i| attach(&registry, &format!("u{i}")))
+            .collect();
+        let fanout = Fanout::with_lanes(Arc::clone(&registry), 2, 0).expect("threads");
+        // Lanes held in a `then`: nothing is led, and nothing overtakes.
+        let (open, gate) = mpsc::channel::<()>();
+        fanout.after(Box::new(move || {
+            let _ = gate.recv_timeout(WAIT);
+        }));
+        let (done, finished) = mpsc::channel();
+        let signal = done.clone();
+        fanout.deliver(
+            frame(1),
+            PushTarget::Broadcast,
+            Some(Box::new(move || signal.send(1).expect("test alive"))),
+        );
+        assert!(
+            conns.iter().all(|c| seqs(c).is_empty()),
+            "a busy lane was overtaken"
+        );
+        open.send(()).expect("lane waiting");
+        assert_eq!(finished.recv_timeout(WAIT).expect("delivered"), 1);
+        let deadline = std::time::Instant::now() + WAIT;
+        while fanout.busy.load(Ordering::Acquire) > 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the lanes stayed busy"
+            );
+            std::thread::yield_now();
+        }
+        let mut got: Vec<Vec<u64>> = conns.iter().map(|c| seqs(c)).collect();
+        assert!(got.iter().all(|seqs| seqs == &[1]));
+        // Idle lanes: this thread delivers the first pieces itself.
+        fanout.deliver(
+            frame(2),
+            PushTarget::Broadcast,
+            Some(Box::new(move || done.send(2).expect("test alive"))),
+        );
+        let early = conns.iter().filter(|c| seqs(c) == [2]).count();
+        assert!(early >= 1, "nobody had it when deliver returned");
+        assert_eq!(finished.recv_timeout(WAIT).expect("delivered"), 2);
+        got = conns.iter().map(|c| seqs(c)).collect();
+        assert_eq!(
+            got.iter().filter(|seqs| seqs == &&[2]).count(),
+            conns.len() - early,
+            "the rest got it from the lanes, once"
+        );
     }
 
     #[test]

@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 use super::channels::{ChannelIndex, ChannelPresence, MembershipChange};
 use super::conn::{Conn, ConnId};
 use super::outbound::{Outgoing, Pushed};
-use super::table::{ConnTable, SHARDS, shard_of};
+use super::table::{ConnTable, Piece, SHARDS, shard_of};
 use crate::metrics::{Counters, Eviction};
 use crate::protocol::frame::{CloseReason, Frame};
 use crate::protocol::{Channel, Transport, UserId};
@@ -131,8 +131,10 @@ impl Lane {
     }
 
     /// The shards of the connection table that are this lane's.
-    pub(crate) fn shards(self) -> impl Iterator<Item = usize> {
-        (0..SHARDS).filter(move |shard| self.owns_shard(*shard))
+    pub(crate) fn shards(self) -> impl Iterator<Item = Piece> {
+        (0..SHARDS)
+            .filter(move |shard| self.owns_shard(*shard))
+            .map(Piece::shard)
     }
 }
 
@@ -422,9 +424,9 @@ impl Registry {
         self.conns.all()
     }
 
-    /// Delivers `frame` to every live connection in `shards` of the
-    /// connection table (a lane's: [`Lane::shards`]; or those it claims of
-    /// a broadcast the lanes share: `table::Claims`). Each of these
+    /// Delivers `frame` to every live connection in `pieces` of the
+    /// connection table (a lane's shards: [`Lane::shards`]; or those it
+    /// claims of a broadcast the lanes share: `table::Claims`). Each of these
     /// delivering methods calls `after_delivery` after a delivery that
     /// went out or was queued (it may have woken a reader or the
     /// connection's task), with no lock held: the fan-out lets what its
@@ -432,14 +434,14 @@ impl Registry {
     pub(crate) fn broadcast(
         &self,
         frame: &Frame,
-        shards: impl IntoIterator<Item = usize>,
+        pieces: impl IntoIterator<Item = Piece>,
         after_delivery: &mut impl FnMut(),
     ) -> Delivered {
         // Shard by shard: the first write goes out as soon as one shard
         // is copied, and no socket is written under a shard's lock
         // (connects and disconnects would wait for it).
         let mut delivered = Delivered::default();
-        self.conns.walk(shards, |conn| {
+        self.conns.walk(pieces, |conn| {
             if queue(conn, frame, &mut delivered) {
                 after_delivery();
             }
