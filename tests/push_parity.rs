@@ -18,7 +18,7 @@ mod support;
 
 use std::time::Duration;
 
-use hardening_support::{Exchange, exchange, hardened_config};
+use hardening_support::{Exchange, content_length, exchange, hardened_config};
 use serde_json::json;
 use support::{API_KEY, Gateway};
 
@@ -346,14 +346,7 @@ fn answers(got: &Exchange) -> Vec<(u16, String)> {
             out.push((status, String::new()));
             break;
         };
-        let len: usize = head
-            .lines()
-            .find_map(|l| {
-                let (name, value) = l.split_once(':')?;
-                name.eq_ignore_ascii_case("content-length")
-                    .then(|| value.trim().parse().ok())?
-            })
-            .unwrap_or(0);
+        let len = content_length(head).unwrap_or(0);
         let body = after.get(..len).unwrap_or(after);
         let code = serde_json::from_str::<serde_json::Value>(body)
             .ok()

@@ -123,17 +123,19 @@ impl Exchange {
     /// The `error.code` of the first answer's JSON body, if it has one.
     pub(crate) fn error_code(&self) -> Option<String> {
         let (head, rest) = self.text.split_once("\r\n\r\n")?;
-        let len: usize = head
-            .lines()
-            .find_map(|l| {
-                let (name, value) = l.split_once(':')?;
-                name.eq_ignore_ascii_case("content-length")
-                    .then(|| value.trim().parse().ok())?
-            })
-            .unwrap_or(rest.len());
+        let len = content_length(head).unwrap_or(rest.len());
         let body: serde_json::Value = serde_json::from_str(rest.get(..len)?).ok()?;
         body["error"]["code"].as_str().map(str::to_owned)
     }
+}
+
+/// The `content-length` a response head (status line and headers) gives.
+pub(crate) fn content_length(head: &str) -> Option<usize> {
+    head.lines().find_map(|l| {
+        let (name, value) = l.split_once(':')?;
+        name.eq_ignore_ascii_case("content-length")
+            .then(|| value.trim().parse().ok())?
+    })
 }
 
 /// Writes `chunks` on a new connection, pausing `gap` between them (a
