@@ -144,11 +144,12 @@ fn body_len(request: &Request<()>) -> Option<usize> {
     }
     match (lengths.next(), lengths.next()) {
         (Some(value), None) => {
-            let digits = value.as_bytes();
-            if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
+            let digits = value.to_str().ok()?;
+            // `parse` alone takes a leading `+`, which hyper refuses.
+            if !digits.bytes().all(|b| b.is_ascii_digit()) {
                 return None;
             }
-            std::str::from_utf8(digits).ok()?.parse().ok()
+            digits.parse().ok()
         }
         _ => None,
     }
