@@ -969,11 +969,16 @@ mod tests {
             .map(|i| attach(&registry, &format!("u{i}")))
             .collect();
         let fanout = Fanout::with_lanes(Arc::clone(&registry), 2, 0).expect("threads");
-        // Lanes held in a `then`: nothing is led, and nothing overtakes.
+        // Both lanes held: one in the first `then`, the other at the
+        // shared job's barrier behind the second job, which the held lane
+        // has yet to leave. (A `then` alone holds one lane: the job is
+        // finished before it runs, and the other lane would deliver.)
+        // Nothing is led while they are busy, and nothing overtakes.
         let (open, gate) = mpsc::channel::<()>();
         fanout.after(Box::new(move || {
             let _ = gate.recv_timeout(WAIT);
         }));
+        fanout.after(Box::new(|| {}));
         let (done, finished) = mpsc::channel();
         let signal = done.clone();
         fanout.deliver(
