@@ -409,6 +409,8 @@ impl Fanout {
                     {
                         warn!(error = %err, nice, "the fan-out thread keeps the process's priority");
                     }
+                    // Named once: `leave` logs it only if a `then` panics.
+                    let who = index.to_string();
                     let mut previous: Option<Arc<Job>> = None;
                     for job in queue {
                         if let Some(previous) = previous.take()
@@ -437,7 +439,7 @@ impl Fanout {
                         if delivered.is_err() {
                             error!(lane = index, "a fan-out delivery panicked; its message may not have reached everyone");
                         }
-                        job.leave(&busy, &timing, &index.to_string());
+                        job.leave(&busy, &timing, &who);
                         previous = Some(job);
                     }
                 })?;

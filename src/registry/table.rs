@@ -86,9 +86,10 @@ impl Piece {
         }
     }
 
-    /// Whether connection `id` of this piece's shard is in it.
+    /// Whether connection `id` of this piece's shard is in it (a whole
+    /// shard takes no division per connection).
     fn holds(self, id: ConnId) -> bool {
-        (id / SHARDS as u64) % self.of == self.part
+        self.of == 1 || (id / SHARDS as u64) % self.of == self.part
     }
 }
 
