@@ -11,7 +11,12 @@ use crate::http::{ApiError, Body, full};
 
 /// A JSON response with this status.
 pub(crate) fn json_response(status: StatusCode, value: &serde_json::Value) -> Response<Body> {
-    let mut resp = Response::new(full(value.to_string()));
+    json_bytes_response(status, value.to_string())
+}
+
+/// A response with this status whose body is JSON already encoded.
+pub(crate) fn json_bytes_response(status: StatusCode, json: impl Into<Bytes>) -> Response<Body> {
+    let mut resp = Response::new(full(json));
     *resp.status_mut() = status;
     resp.headers_mut().insert(
         header::CONTENT_TYPE,

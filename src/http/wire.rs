@@ -14,7 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::{BufMut, Bytes, BytesMut};
 use http_body_util::BodyExt;
 use hyper::http::response::Parts;
-use hyper::{Response, header};
+use hyper::{Response, StatusCode, header};
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 
@@ -40,11 +40,7 @@ pub(crate) const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
 /// connection ends after it, and `date`.
 pub(crate) fn response_head(parts: &Parts, length: Length, keep_alive: bool) -> BytesMut {
     let mut buf = BytesMut::with_capacity(256);
-    buf.put_slice(b"HTTP/1.1 ");
-    buf.put_slice(parts.status.as_str().as_bytes());
-    buf.put_u8(b' ');
-    buf.put_slice(parts.status.canonical_reason().unwrap_or("").as_bytes());
-    buf.put_slice(b"\r\n");
+    put_status_line(&mut buf, parts.status);
     for (name, value) in &parts.headers {
         // The framing's own: `keep_alive` decides it (see [`asks_close`]).
         if name != header::CONNECTION {
@@ -53,6 +49,15 @@ pub(crate) fn response_head(parts: &Parts, length: Length, keep_alive: bool) -> 
     }
     end_head(&mut buf, length, keep_alive);
     buf
+}
+
+/// Appends the status line for `status`.
+fn put_status_line(buf: &mut BytesMut, status: StatusCode) {
+    buf.put_slice(b"HTTP/1.1 ");
+    buf.put_slice(status.as_str().as_bytes());
+    buf.put_u8(b' ');
+    buf.put_slice(status.canonical_reason().unwrap_or("").as_bytes());
+    buf.put_slice(b"\r\n");
 }
 
 /// Whether an answer asks for its connection to end after it (`connection:
@@ -174,6 +179,30 @@ pub(crate) async fn answer(tcp: &TcpStream, resp: Response<Body>, keep_alive: bo
     write_all(tcp, &bytes).await.is_ok() && keep_alive
 }
 
+/// Writes a whole `application/json` answer its handler made as bytes
+/// (an accepted push's): what [`answer`] writes for the same response,
+/// with no `Response` built for it. Whether the connection goes on to
+/// another request, as [`answer`].
+pub(crate) async fn answer_json(
+    tcp: &TcpStream,
+    status: StatusCode,
+    body: &[u8],
+    keep_alive: bool,
+) -> bool {
+    let bytes = json_answer(status, body, keep_alive);
+    write_all(tcp, &bytes).await.is_ok() && keep_alive
+}
+
+/// The bytes [`answer_json`] writes.
+fn json_answer(status: StatusCode, body: &[u8], keep_alive: bool) -> BytesMut {
+    let mut buf = BytesMut::with_capacity(192 + body.len());
+    put_status_line(&mut buf, status);
+    put_header(&mut buf, b"content-type", b"application/json");
+    end_head(&mut buf, Length::Fixed(body.len()), keep_alive);
+    buf.put_slice(body);
+    buf
+}
+
 /// Writes what fits of `bytes` to `tcp` now (a producer's direct write):
 /// `None` when all of it went out, or what is left. `WouldBlock` when
 /// nothing fits.
@@ -244,7 +273,6 @@ pub(crate) async fn write_all(tcp: &TcpStream, mut bytes: &[u8]) -> io::Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hyper::StatusCode;
     use hyper::header::{self, HeaderValue};
 
     fn parts(status: StatusCode) -> Parts {
@@ -296,6 +324,28 @@ mod tests {
         let date = header(&headers, "date").expect("a date");
         assert!(httpdate::parse_http_date(date).is_ok(), "{date}");
         assert_eq!(&bytes[len..], b"[1,2]");
+    }
+
+    #[test]
+    fn a_json_answer_made_as_bytes_is_the_answer_of_its_response() {
+        // `date` aside (it may tick over between the two), line for line.
+        let without_date = |bytes: &[u8]| -> Vec<String> {
+            String::from_utf8_lossy(bytes)
+                .split("\r\n")
+                .filter(|line| !line.starts_with("date: "))
+                .map(str::to_owned)
+                .collect()
+        };
+        for status in [StatusCode::ACCEPTED, StatusCode::OK] {
+            for keep_alive in [true, false] {
+                let body = br#"{"cursor":"7","id":"abc"}"#;
+                assert_eq!(
+                    without_date(&json_answer(status, body, keep_alive)),
+                    without_date(&response(&parts(status), body, keep_alive)),
+                    "{status} keep-alive {keep_alive}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -319,9 +319,14 @@ async fn answer_push(
         return false;
     }
     let body = buf.split_to(end).split_off(head.len);
-    let answer = push::publish(gw, &body).await;
+    let published = push::publish(gw, &body).await;
     drop(body);
-    wire::answer(tcp, answer, head.keep_alive).await
+    match published {
+        Ok(accepted) => {
+            wire::answer_json(tcp, accepted.status, &accepted.body, head.keep_alive).await
+        }
+        Err(refused) => wire::answer(tcp, push::refuse(refused), head.keep_alive).await,
+    }
 }
 
 /// Reads what has arrived into `buf`, at most `chunk` bytes: the count, 0
