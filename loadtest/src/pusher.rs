@@ -20,11 +20,16 @@ use crate::target::{self, Target};
 /// Longest one push may take (request written to answer read).
 const PUSH_TIMEOUT: Duration = Duration::from_secs(30);
 /// The default [`Pusher::max_idle_reuse`]: a keep-alive connection idle
-/// longer than this is replaced by a new one before the next push. Servers close idle keep-alive connections (pushgate
-/// after its 10 s header timeout, nginx after 75 s), and a push written
-/// into a connection the server is closing fails without an answer; at a
-/// slow push rate each connection idles for several seconds between pushes.
-pub(crate) const MAX_IDLE_REUSE: Duration = Duration::from_secs(1);
+/// longer than this is replaced by a new one before the next push.
+/// Servers close idle keep-alive connections (pushgate after its 10 s
+/// header timeout, this repository's nginx after 120 s), and a push
+/// written into a connection the server is closing fails without an
+/// answer. Half the shortest of those: a backend pushing a few times a
+/// second over a few connections keeps them, as a real one does (at 1 s,
+/// `--push-conns 4` at 2 pushes a second opened a new connection for
+/// every push, so every first-recipient time had a TCP connect, an accept
+/// and a connection task's start in it).
+pub(crate) const MAX_IDLE_REUSE: Duration = Duration::from_secs(5);
 
 /// Where and how to push.
 #[derive(Debug, Clone)]
