@@ -10,7 +10,7 @@ use hyper::body::Incoming;
 use hyper::header;
 use hyper::{Request, Response, StatusCode};
 use serde::Serialize;
-use tracing::debug;
+use tracing::{debug, error};
 
 use self::parse::PushRequest;
 use super::request::{authorize, is_json, json_bytes_response, read_body};
@@ -80,7 +80,7 @@ pub(crate) async fn publish(gw: &Gateway, body: &[u8]) -> Result<Accepted, ApiEr
             data: request.data,
         })
         .await?;
-    Ok(Accepted::new(&published, kind))
+    Accepted::new(&published, kind)
 }
 
 /// The answer to a push refused with `err`, logged and counted.
@@ -102,7 +102,7 @@ pub(crate) struct Accepted {
 }
 
 impl Accepted {
-    fn new(published: &Published, kind: TargetKind) -> Self {
+    fn new(published: &Published, kind: TargetKind) -> Result<Self, ApiError> {
         let mut body = AcceptedBody {
             channels: None,
             cursor: None,
@@ -121,18 +121,15 @@ impl Accepted {
             StatusCode::ACCEPTED
         };
         let mut bytes = Vec::with_capacity(96);
-        match serde_json::to_writer(&mut bytes, &body) {
-            Ok(()) => Self {
-                status,
-                body: bytes,
-            },
-            // Unreachable (strings, numbers and a bool into memory), but
-            // an answer all the same.
-            Err(err) => Self {
-                status: StatusCode::INTERNAL_SERVER_ERROR,
-                body: format!(r#"{{"error":"internal","message":"{err}"}}"#).into_bytes(),
-            },
-        }
+        // Strings, numbers and a bool into memory: not expected to fail.
+        serde_json::to_writer(&mut bytes, &body).map_err(|err| {
+            error!(%err, "could not encode an accepted push's answer");
+            ApiError::Internal
+        })?;
+        Ok(Self {
+            status,
+            body: bytes,
+        })
     }
 
     /// As a response, for hyper's path.
@@ -214,7 +211,7 @@ mod tests {
                 if duplicate {
                     tree["duplicate"] = true.into();
                 }
-                let accepted = Accepted::new(&published(duplicate), kind);
+                let accepted = Accepted::new(&published(duplicate), kind).expect("encodes");
                 assert_eq!(
                     String::from_utf8(accepted.body).expect("utf-8"),
                     tree.to_string()
