@@ -12,8 +12,9 @@
 //! is served on a task of its own (sized for it alone), which holds the
 //! connection's permit until it ends. A push read here skips hyper's
 //! dispatch (its request and body objects, its buffers): 37.4k → 32.4k
-//! instructions a push under callgrind, and its broadcast's first
-//! recipient sooner (README, Performance).
+//! instructions a push under callgrind (and about 28.5k since an accepted
+//! answer is written as bytes, `wire::answer_json`), and its broadcast's
+//! first recipient sooner (README, Performance).
 //!
 //! What the front door serves it serves as hyper would (see
 //! `http::head` for which requests, `http::wire` for the bytes):
