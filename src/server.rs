@@ -81,11 +81,12 @@ impl Server {
             None => None,
         };
         let tls = tls::acceptor(&config.server)?;
+        let defer = config.server.defer_accept_secs;
         let gateway = Gateway::connect(config).await?;
         let admission = Admission::new(Arc::clone(&gateway), tls);
-        let listener = bind(listen).await?;
+        let listener = bind(listen, defer).await?;
         let metrics_listener = match metrics_listen {
-            Some(addr) => Some(bind(addr).await?),
+            Some(addr) => Some(bind(addr, defer).await?),
             None => None,
         };
         Ok(Self {
@@ -214,8 +215,10 @@ fn parse_addr(key: &'static str, value: &str) -> Result<SocketAddr, ServeError> 
 /// handshakes, so a reconnect storm waits in the queue instead of being
 /// dropped and retried a second later (tokio's default is 128). It has
 /// `TCP_NODELAY` set, which Linux hands on to every socket it accepts: no
-/// `setsockopt` per connection (see `Admission::accept`).
-async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
+/// `setsockopt` per connection (see `Admission::accept`); and it hands
+/// over a connection once its first bytes are in, or after
+/// `defer_accept_secs` (see [`defer_accept`]).
+async fn bind(addr: SocketAddr, defer_accept_secs: u16) -> Result<TcpListener, ServeError> {
     let listen = || -> std::io::Result<TcpListener> {
         let socket = if addr.is_ipv4() {
             TcpSocket::new_v4()?
@@ -224,10 +227,48 @@ async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
         };
         socket.set_reuseaddr(true)?;
         socket.set_nodelay(true)?;
+        defer_accept(&socket, defer_accept_secs)?;
         socket.bind(addr)?;
         socket.listen(LISTEN_BACKLOG)
     };
     listen().map_err(|source| ServeError::Bind { addr, source })
+}
+
+/// Asks Linux to queue an accepted connection for the accept loop only
+/// once the client's first bytes have arrived (`TCP_DEFER_ACCEPT`), or
+/// when `secs` have passed without any (0: at once, the kernel's
+/// default). Every client of ours speaks first, so a connection is then
+/// accepted with its request already readable: read at once, with no
+/// read that finds nothing and no wake-up to come back for it, and a
+/// connection that says nothing holds no descriptor or task meanwhile.
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+fn defer_accept(socket: &TcpSocket, secs: u16) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let value = libc::c_int::from(secs);
+    // SAFETY: the descriptor is the socket's own, open for the whole call;
+    // the option's value is an initialized `c_int` whose size is passed
+    // with its address, as `setsockopt(2)` reads it.
+    let result = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_DEFER_ACCEPT,
+            (&raw const value).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if result == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Elsewhere there is no such option: connections are handed over at once.
+#[cfg(not(target_os = "linux"))]
+fn defer_accept(_socket: &TcpSocket, _secs: u16) -> std::io::Result<()> {
+    Ok(())
 }
 
 /// Out of file descriptors or a transient error: back off briefly instead
@@ -298,12 +339,49 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[tokio::test]
     async fn sockets_the_listener_accepts_send_without_delay() {
-        let listener = bind("127.0.0.1:0".parse().expect("addr"))
+        let listener = bind("127.0.0.1:0".parse().expect("addr"), 0)
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
         let _client = tokio::net::TcpStream::connect(addr).await.expect("connect");
         let (accepted, _) = listener.accept().await.expect("accept");
         assert!(accepted.nodelay().expect("getsockopt"));
+    }
+
+    /// A deferring listener hands over a connection when its first bytes
+    /// come, not before (the kernel holds a silent one for at least the
+    /// deferral); one that does not defer hands it over at once.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_deferring_listener_hands_over_a_connection_once_it_speaks() {
+        use tokio::io::AsyncWriteExt;
+        use tokio::time::timeout;
+        let addr = "127.0.0.1:0".parse().expect("addr");
+        let deferring = bind(addr, 5).await.expect("bind");
+        let mut client = tokio::net::TcpStream::connect(deferring.local_addr().expect("addr"))
+            .await
+            .expect("connect");
+        assert!(
+            timeout(Duration::from_millis(300), deferring.accept())
+                .await
+                .is_err(),
+            "a silent connection was handed over"
+        );
+        client.write_all(b"GET").await.expect("write");
+        let (accepted, _) = timeout(Duration::from_secs(5), deferring.accept())
+            .await
+            .expect("handed over once it spoke")
+            .expect("accept");
+        let mut first = [0; 3];
+        assert_eq!(accepted.try_read(&mut first).expect("readable at once"), 3);
+
+        let at_once = bind(addr, 0).await.expect("bind");
+        let _silent = tokio::net::TcpStream::connect(at_once.local_addr().expect("addr"))
+            .await
+            .expect("connect");
+        timeout(Duration::from_secs(5), at_once.accept())
+            .await
+            .expect("handed over at once")
+            .expect("accept");
     }
 }

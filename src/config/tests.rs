@@ -1041,3 +1041,19 @@ fn fanout_nice_is_a_niceness_from_0_to_19() {
         "{errors}"
     );
 }
+
+#[test]
+fn defer_accept_secs_is_from_0_to_60() {
+    let mut config = valid();
+    assert_eq!(config.server.defer_accept_secs, 1);
+    for secs in [0, 60] {
+        config.server.defer_accept_secs = secs;
+        config.validate().expect("in range");
+    }
+    config.server.defer_accept_secs = 61;
+    let errors = config.validate().expect_err("out of range").to_string();
+    assert!(
+        errors.contains("server.defer_accept_secs: must be in 0..=60, got 61"),
+        "{errors}"
+    );
+}

@@ -36,6 +36,13 @@ pub(super) fn server(server: &ServerConfig, errors: &mut ConfigErrors) {
         errors,
     );
     in_range("server.cores", u64::from(server.cores), 0, 1024, errors);
+    in_range(
+        "server.defer_accept_secs",
+        u64::from(server.defer_accept_secs),
+        0,
+        60,
+        errors,
+    );
     tls_pair(server, errors);
 }
 
