@@ -1026,34 +1026,49 @@ fn cores_is_0_for_all_of_them_or_up_to_1024() {
     );
 }
 
-#[test]
-fn fanout_nice_is_a_niceness_from_0_to_19() {
-    let mut config = valid();
-    assert_eq!(config.server.fanout_nice, 5);
-    for nice in [0, 19] {
-        config.server.fanout_nice = nice;
-        config.validate().expect("in range");
-    }
-    config.server.fanout_nice = 20;
-    let errors = config.validate().expect_err("out of range").to_string();
-    assert!(
-        errors.contains("server.fanout_nice: must be in 0..=19, got 20"),
-        "{errors}"
-    );
+/// A `[server]` setting bounded at both ends: its default, its ends, and
+/// the refusal one past the top.
+struct Ranged {
+    path: &'static str,
+    default: u16,
+    max: u16,
+    get: fn(&Config) -> u16,
+    set: fn(&mut Config, u16),
 }
 
 #[test]
-fn defer_accept_secs_is_from_0_to_60() {
-    let mut config = valid();
-    assert_eq!(config.server.defer_accept_secs, 1);
-    for secs in [0, 60] {
-        config.server.defer_accept_secs = secs;
-        config.validate().expect("in range");
+fn ranged_server_settings_take_their_ends_and_refuse_past_them() {
+    let ranged = [
+        Ranged {
+            path: "server.fanout_nice",
+            default: 5,
+            max: 19,
+            get: |c| u16::from(c.server.fanout_nice),
+            set: |c, v| c.server.fanout_nice = u8::try_from(v).expect("a niceness fits"),
+        },
+        Ranged {
+            path: "server.defer_accept_secs",
+            default: 1,
+            max: 60,
+            get: |c| c.server.defer_accept_secs,
+            set: |c, v| c.server.defer_accept_secs = v,
+        },
+    ];
+    for setting in ranged {
+        let mut config = valid();
+        assert_eq!((setting.get)(&config), setting.default, "{}", setting.path);
+        for value in [0, setting.max] {
+            (setting.set)(&mut config, value);
+            config.validate().expect("in range");
+        }
+        (setting.set)(&mut config, setting.max + 1);
+        let errors = config.validate().expect_err("out of range").to_string();
+        let expected = format!(
+            "{}: must be in 0..={}, got {}",
+            setting.path,
+            setting.max,
+            setting.max + 1
+        );
+        assert!(errors.contains(&expected), "{errors}");
     }
-    config.server.defer_accept_secs = 61;
-    let errors = config.validate().expect_err("out of range").to_string();
-    assert!(
-        errors.contains("server.defer_accept_secs: must be in 0..=60, got 61"),
-        "{errors}"
-    );
 }
