@@ -26,6 +26,7 @@ use serde_json::json;
 use super::request;
 use crate::auth::token::mint_with_channels;
 use crate::gateway::Gateway;
+use crate::http::view::Fields;
 use crate::http::{ApiError, Body};
 use crate::metrics::names;
 use crate::protocol::{Channel, UserId};
@@ -58,7 +59,7 @@ fn check_request<B>(gw: &Gateway, req: &Request<B>) -> Result<(), ApiError> {
     if !gw.origins.allows(origin) {
         return Err(ApiError::Forbidden);
     }
-    if !request::is_json(req.headers().get(header::CONTENT_TYPE)) {
+    if !request::is_json(req.headers().first(&header::CONTENT_TYPE)) {
         return Err(ApiError::UnsupportedMediaType);
     }
     Ok(())

@@ -4,9 +4,10 @@
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
 use hyper::header::{self, HeaderValue};
-use hyper::{Request, Response, StatusCode};
+use hyper::{Response, StatusCode};
 
 use crate::gateway::Gateway;
+use crate::http::view::{self, Fields, RequestView};
 use crate::http::{ApiError, Body, full};
 
 /// A JSON response with this status.
@@ -47,19 +48,16 @@ where
 }
 
 /// Whether a `Content-Type` names JSON (parameters such as `charset` allowed).
-pub(crate) fn is_json(content_type: Option<&HeaderValue>) -> bool {
+pub(crate) fn is_json(content_type: Option<&[u8]>) -> bool {
     content_type
-        .and_then(|v| v.to_str().ok())
+        .and_then(view::text)
         .and_then(|v| v.split(';').next())
         .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/json"))
 }
 
 /// Whether the request carries the backend API key.
-pub(crate) fn authorize<B>(gw: &Gateway, req: &Request<B>) -> Result<(), ApiError> {
-    let presented = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
+pub(crate) fn authorize(gw: &Gateway, req: &impl RequestView) -> Result<(), ApiError> {
+    let presented = req.fields().first_text(&header::AUTHORIZATION);
     if gw.api_key.authorizes(presented) {
         Ok(())
     } else {
@@ -78,7 +76,7 @@ mod tests {
             "Application/JSON",
             "application/json; charset=utf-8",
         ] {
-            assert!(is_json(Some(&HeaderValue::from_static(yes))), "{yes}");
+            assert!(is_json(Some(yes.as_bytes())), "{yes}");
         }
         for no in [
             "text/plain",
@@ -86,7 +84,7 @@ mod tests {
             "application/x-www-form-urlencoded",
             "",
         ] {
-            assert!(!is_json(Some(&HeaderValue::from_static(no))), "{no}");
+            assert!(!is_json(Some(no.as_bytes())), "{no}");
         }
         assert!(!is_json(None));
     }

@@ -1,13 +1,15 @@
 //! HTTP vocabulary every layer shares: the response body type, the one
-//! map from errors to status codes, request heads (their limits and the
-//! parser for the raw socket), and the raw HTTP/1.1 encoding used where
-//! pushgate writes to the socket itself.
+//! map from errors to status codes, request heads (their limits, the
+//! parser for the raw socket, and one view of a head whichever parser
+//! read it), and the raw HTTP/1.1 encoding used where pushgate writes to
+//! the socket itself.
 //!
 //! Imports nothing of ours: frames, transports and the API build on it.
 
 pub(crate) mod body;
 pub(crate) mod error;
 pub(crate) mod head;
+pub(crate) mod view;
 pub(crate) mod wire;
 
 pub(crate) use body::{Body, empty, full};

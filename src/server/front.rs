@@ -47,7 +47,7 @@ use crate::gateway::Gateway;
 use crate::http::ApiError;
 use crate::http::head::{self, Head, Parsed};
 use crate::http::wire;
-use crate::http::{MAX_HEADERS, MAX_REQUEST_HEAD_BYTES, RemoteAddr};
+use crate::http::{MAX_HEADERS, MAX_REQUEST_HEAD_BYTES};
 use crate::linger;
 use crate::peers::PeerStream;
 use crate::transport::pipelined::Pipelined;
@@ -181,9 +181,7 @@ fn requests<'a>(
                 Next::Other => break,
                 Next::Closed => return Then::Closed,
             };
-            if gw.connect_proxy.is_some() {
-                head.request.extensions_mut().insert(RemoteAddr(*peer));
-            }
+            head.remote_addr = Some(*peer);
             let next = match native {
                 Native::Ws => {
                     // What followed the head is the WebSocket's first
@@ -286,7 +284,7 @@ async fn answer_push(
     buf: &mut BytesMut,
 ) -> bool {
     let end = head.len + head.body_len;
-    if let Err(refused) = push::admit(gw, &head.request) {
+    if let Err(refused) = push::admit(gw, &*head) {
         // What has arrived of the body, without waiting for the rest.
         while buf.len() < end {
             match wire::try_read_buf(tcp, buf, end - buf.len()) {

@@ -9,6 +9,7 @@ use hyper::{Response, StatusCode};
 
 use crate::auth::origin::OriginPolicy;
 use crate::http::error::ApiError;
+use crate::http::view::Fields;
 use crate::http::{Body, empty, wire};
 
 /// How long a browser may cache a preflight answer, in seconds.
@@ -75,6 +76,6 @@ pub(crate) fn preflight(policy: &OriginPolicy, origin: Option<&str>) -> Response
 }
 
 /// The request's `Origin`, if it is valid text.
-pub(crate) fn origin_of(headers: &HeaderMap) -> Option<&str> {
-    headers.get(header::ORIGIN).and_then(|v| v.to_str().ok())
+pub(crate) fn origin_of(fields: &impl Fields) -> Option<&str> {
+    fields.first_text(&header::ORIGIN)
 }

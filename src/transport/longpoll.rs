@@ -22,6 +22,7 @@ use super::open::{self, Client, ClientError, Joined};
 use super::pipelined::{Input, Pipelined};
 use crate::gateway::{self, Gateway};
 use crate::http::head::Head;
+use crate::http::view::RequestView;
 use crate::http::wire::{self, Length};
 use crate::http::{Body, full};
 use crate::protocol::Transport;
@@ -142,7 +143,7 @@ pub(crate) async fn answer_raw(
     head: Box<Head>,
     pipelined: &mut Pipelined,
 ) -> bool {
-    let origin = cors::origin_of(head.request.headers()).map(str::to_owned);
+    let origin = cors::origin_of(head.fields()).map(str::to_owned);
     // Only an answer that keeps the connection: after one that closes it
     // the task must wake to close it.
     let socket = head.keep_alive.then(|| {
@@ -164,7 +165,7 @@ pub(crate) async fn answer_raw(
         // a parked poll holds, long after it was dropped (README,
         // Performance).
         let waiting = async move {
-            let admitted = open::admit(gw, &head.request, Transport::Poll).await;
+            let admitted = open::admit(gw, &*head, Transport::Poll).await;
             drop(head);
             answer(gw, admitted, parked_socket).await
         };

@@ -13,24 +13,27 @@
 //! spread over `[limits] connection_retry_spread_secs`: the client comes
 //! back with the same cursor).
 
-use hyper::Request;
-use hyper::header;
+use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 
 use tracing::{debug, error};
 
-use crate::auth::proxy::{ClientRequest, ConnectProxy, Refusal};
+use crate::auth::proxy::{ClientRequest, ConnectProxy, FORWARDED_HEADERS, Refusal};
 use crate::auth::token::bearer;
 use crate::bus::{Open, OpenError, Opened};
 use crate::gateway::Gateway;
 use crate::history::{ConnCursor, Coverage, Position};
 use crate::http::Body;
-use crate::http::RemoteAddr;
 use crate::http::error::ApiError;
+use crate::http::view::{self, Fields, RequestView};
 use crate::protocol::frame::Frame;
 use crate::protocol::{Channel, Transport, UserId};
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::registry::{Attached, Conn};
+
+/// Where an event stream's browser sends the last cursor it saw.
+const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 
 /// Seconds a refused client is asked to wait before trying again.
 pub(crate) const RETRY_AFTER_SECS: u64 = 1;
@@ -145,28 +148,27 @@ impl ClientError {
 /// only for a token whose `kid` the JWK set does not know (one refresh,
 /// rate-limited and bounded, see `auth::jwks`), and for the connect proxy
 /// when the client has no token (bounded, see `auth::proxy`).
-pub(crate) async fn admit<B>(
+pub(crate) async fn admit(
     gw: &Gateway,
-    req: &Request<B>,
+    req: &impl RequestView,
     transport: Transport,
 ) -> Result<Client, ClientError> {
     if gw.is_draining() {
         return Err(ClientError::Draining);
     }
     let origin = req
-        .headers()
-        .get(header::ORIGIN)
-        .map(|v| v.to_str().unwrap_or("\u{0}"));
+        .fields()
+        .first(&header::ORIGIN)
+        .map(|v| view::text(v).unwrap_or("\u{0}"));
     if !gw.origins.allows(origin) {
         return Err(ClientError::Origin);
     }
-    let query = Query::parse(req.uri().query());
+    let query = Query::parse(req.query());
     let (user, expires_at, claim) = authenticate(gw, req, &query, transport).await?;
     let channels = channels(gw, claim.clone(), query.channels.as_deref())?;
     let last_event_id = (transport == Transport::Sse)
-        .then(|| req.headers().get("last-event-id"))
-        .flatten()
-        .and_then(|v| v.to_str().ok());
+        .then(|| req.fields().first_text(&LAST_EVENT_ID))
+        .flatten();
     let (cursor, coverage) = match query.cursor.as_deref().or(last_event_id) {
         Some(raw) => {
             let cursor = raw.parse::<ConnCursor>().map_err(|_| ClientError::Cursor)?;
@@ -367,16 +369,15 @@ pub(crate) async fn join_live(
 
 /// The client's user, its token's expiry and `channels` claim (none for
 /// an anonymous client).
-async fn authenticate<B>(
+async fn authenticate(
     gw: &Gateway,
-    req: &Request<B>,
-    query: &Query,
+    req: &impl RequestView,
+    query: &Query<'_>,
     transport: Transport,
 ) -> Result<(UserId, Option<u64>, Vec<Channel>), ClientError> {
     let header_token = (transport == Transport::Poll)
-        .then(|| req.headers().get(header::AUTHORIZATION))
+        .then(|| req.fields().first_text(&header::AUTHORIZATION))
         .flatten()
-        .and_then(|v| v.to_str().ok())
         .and_then(bearer);
     if let Some(token) = query.token.as_deref().or(header_token) {
         let verified = gw
@@ -400,17 +401,26 @@ async fn authenticate<B>(
 
 /// The client's user, expiry and channels as the site's connect proxy
 /// says.
-async fn ask_proxy<B>(
+async fn ask_proxy(
     proxy: &ConnectProxy,
-    req: &Request<B>,
+    req: &impl RequestView,
     transport: Transport,
 ) -> Result<(UserId, Option<u64>, Vec<Channel>), ClientError> {
+    // Only the fields the site is told of.
+    let mut headers = HeaderMap::new();
+    for name in &FORWARDED_HEADERS {
+        for value in req.fields().all(name) {
+            if let Ok(value) = HeaderValue::from_bytes(value) {
+                headers.append(name.clone(), value);
+            }
+        }
+    }
     let client = ClientRequest {
         transport,
-        path: req.uri().path(),
-        query: req.uri().query().unwrap_or(""),
-        headers: req.headers(),
-        remote_addr: req.extensions().get::<RemoteAddr>().map(|addr| addr.0),
+        path: req.path(),
+        query: req.query().unwrap_or(""),
+        headers: &headers,
+        remote_addr: req.remote_addr(),
     };
     // Boxed: a network round trip, and unboxed its request would size
     // every connection's front-door task.
@@ -427,22 +437,23 @@ async fn ask_proxy<B>(
 }
 
 /// The query parameters a client endpoint reads; the last of a repeated
-/// parameter wins, unknown ones are ignored.
+/// parameter wins, unknown ones are ignored. A value with nothing to
+/// percent-decode is read where it lies in the query, not copied.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub(crate) struct Query {
+pub(crate) struct Query<'a> {
     /// `token`
-    pub token: Option<String>,
+    pub token: Option<Cow<'a, str>>,
     /// `uid` (anonymous mode)
-    pub uid: Option<String>,
+    pub uid: Option<Cow<'a, str>>,
     /// `cursor`
-    pub cursor: Option<String>,
+    pub cursor: Option<Cow<'a, str>>,
     /// `channels` (comma-separated names)
-    pub channels: Option<String>,
+    pub channels: Option<Cow<'a, str>>,
 }
 
-impl Query {
+impl<'a> Query<'a> {
     /// Parses a URL query string (percent-decoded).
-    pub(crate) fn parse(query: Option<&str>) -> Self {
+    pub(crate) fn parse(query: Option<&'a str>) -> Self {
         let mut out = Self::default();
         for (key, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
             let slot = match &*key {
@@ -452,7 +463,7 @@ impl Query {
                 "channels" => &mut out.channels,
                 _ => continue,
             };
-            *slot = Some(value.into_owned());
+            *slot = Some(value);
         }
         out
     }

@@ -31,6 +31,7 @@ use super::pipelined::Pipelined;
 use crate::gateway::{self, Gateway, Held};
 use crate::http::Body;
 use crate::http::head::Head;
+use crate::http::view::RequestView;
 use crate::http::wire::{self, Length};
 use crate::protocol::Transport;
 use crate::protocol::frame::{Frame, sse_comment};
@@ -63,8 +64,8 @@ pub(crate) async fn serve_raw(
     pipelined: &mut Pipelined,
 ) -> bool {
     let keep_alive = head.keep_alive;
-    let origin = cors::origin_of(head.request.headers()).map(str::to_owned);
-    let opened = open(gw, &head.request).await;
+    let origin = cors::origin_of(head.fields()).map(str::to_owned);
+    let opened = open(gw, &*head).await;
     drop(head);
     let mut resp = match opened {
         Ok(held) => {
@@ -205,7 +206,7 @@ impl DirectWrite for SseSocket {
     }
 }
 
-async fn open<B>(gw: &Arc<Gateway>, req: &Request<B>) -> Result<Held, open::ClientError> {
+async fn open(gw: &Arc<Gateway>, req: &impl RequestView) -> Result<Held, open::ClientError> {
     let client = open::admit(gw, req, Transport::Sse).await?;
     let attached = open::join_live(gw, client, Transport::Sse).await?;
     Ok(Held::new(Arc::clone(gw), attached.conn))

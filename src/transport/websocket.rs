@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use hyper::body::Incoming;
-use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::header::{self, HeaderValue};
 use hyper::upgrade::Upgraded;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
@@ -37,6 +37,7 @@ use crate::gateway::{self, Gateway, Held};
 use crate::http::Body;
 use crate::http::error::ApiError;
 use crate::http::head::Head;
+use crate::http::view::{Fields, RequestView};
 use crate::http::wire::{self, Length};
 use crate::peers::{PeerPermit, PeerStream};
 use crate::protocol::client_frame::ClientFrame;
@@ -60,32 +61,23 @@ pub(crate) enum HandshakeError {
 }
 
 /// Checks the upgrade headers (RFC 6455 §4.2.1); returns the accept key.
-pub(crate) fn check_handshake(headers: &HeaderMap) -> Result<String, HandshakeError> {
-    let has_token = |name: header::HeaderName, token: &str| {
-        headers.get_all(name).iter().any(|v| {
-            v.to_str()
-                .is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
-        })
-    };
-    if !has_token(header::UPGRADE, "websocket") || !has_token(header::CONNECTION, "upgrade") {
+pub(crate) fn check_handshake(fields: &impl Fields) -> Result<String, HandshakeError> {
+    if !fields.has_token(&header::UPGRADE, "websocket")
+        || !fields.has_token(&header::CONNECTION, "upgrade")
+    {
         return Err(HandshakeError::NotUpgrade);
     }
-    if headers
-        .get(header::SEC_WEBSOCKET_VERSION)
-        .map(HeaderValue::as_bytes)
-        != Some(b"13")
-    {
+    if fields.first(&header::SEC_WEBSOCKET_VERSION) != Some(b"13") {
         return Err(HandshakeError::Version);
     }
-    let key = headers
-        .get(header::SEC_WEBSOCKET_KEY)
-        .ok_or(HandshakeError::Key)?
-        .as_bytes();
+    let key = fields
+        .first(&header::SEC_WEBSOCKET_KEY)
+        .ok_or(HandshakeError::Key)?;
+    // A key is 16 bytes in base64 (24 characters): decoded on the stack.
+    let mut raw = [0u8; 18];
     use base64::Engine as _;
-    match base64::engine::general_purpose::STANDARD.decode(key) {
-        Ok(raw) if raw.len() == 16 => {
-            Ok(tokio_tungstenite::tungstenite::handshake::derive_accept_key(key))
-        }
+    match base64::engine::general_purpose::STANDARD.decode_slice(key, &mut raw) {
+        Ok(16) => Ok(tokio_tungstenite::tungstenite::handshake::derive_accept_key(key)),
         _ => Err(HandshakeError::Key),
     }
 }
@@ -103,8 +95,8 @@ struct Admitted {
 /// Checks a `GET /ws` handshake and admits its client, the same on every
 /// path: the connection held, or the JSON error answer that refuses it
 /// (`426` with `Sec-WebSocket-Version` for a version other than 13).
-async fn handshake<B>(gw: &Arc<Gateway>, req: &Request<B>) -> Result<Admitted, Response<Body>> {
-    let accept = check_handshake(req.headers()).map_err(refusal)?;
+async fn handshake(gw: &Arc<Gateway>, req: &impl RequestView) -> Result<Admitted, Response<Body>> {
+    let accept = check_handshake(req.fields()).map_err(refusal)?;
     let client = open::admit(gw, req, Transport::Ws)
         .await
         .map_err(ClientError::into_response)?;
@@ -259,7 +251,7 @@ pub(crate) async fn upgrade_raw(
     after: BytesMut,
 ) -> RawUpgrade {
     let keep_alive = head.keep_alive;
-    let admitted = handshake(gw, &head.request).await;
+    let admitted = handshake(gw, &*head).await;
     drop(head);
     let Admitted { accept, held } = match admitted {
         Ok(admitted) => admitted,
@@ -769,6 +761,7 @@ fn violation_close_code(err: &WsError) -> Option<CloseCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hyper::header::HeaderMap;
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
         let mut h = HeaderMap::new();

@@ -17,6 +17,7 @@ use super::request::{authorize, is_json, json_bytes_response, read_body};
 use crate::bus::{Publish, Published, PushTarget};
 use crate::gateway::Gateway;
 use crate::history::Position;
+use crate::http::view::{Fields, RequestView};
 use crate::http::{ApiError, Body};
 use crate::metrics::names;
 
@@ -39,16 +40,15 @@ pub(crate) async fn push(gw: &Gateway, req: Request<Incoming>) -> Response<Body>
 /// What a push's head alone decides, before its body is read: the key,
 /// the type, the declared size and the rate (a token is taken). The front
 /// door, which reads a push's body itself, asks this first too.
-pub(crate) fn admit<B>(gw: &Gateway, req: &Request<B>) -> Result<(), ApiError> {
+pub(crate) fn admit(gw: &Gateway, req: &impl RequestView) -> Result<(), ApiError> {
     authorize(gw, req)?;
-    if !is_json(req.headers().get(header::CONTENT_TYPE)) {
+    if !is_json(req.fields().first(&header::CONTENT_TYPE)) {
         return Err(ApiError::UnsupportedMediaType);
     }
     let max = gw.config.limits.max_push_bytes;
     let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
+        .fields()
+        .first_text(&header::CONTENT_LENGTH)
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|len| len > max as u64) {
         return Err(ApiError::PayloadTooLarge { max });

@@ -50,6 +50,7 @@ use crate::metrics::names;
 
 mod wire;
 
+pub(crate) use wire::FORWARDED_HEADERS;
 pub use wire::{ClientRequest, Identity, parse_answer};
 
 /// Largest answer body read from the site, in bytes.

@@ -10,7 +10,7 @@ use crate::auth::token::check_channels;
 use crate::protocol::{Channel, Transport, UserId};
 
 /// The request headers forwarded to the site, in the order sent.
-const FORWARDED_HEADERS: [HeaderName; 4] = [
+pub(crate) const FORWARDED_HEADERS: [HeaderName; 4] = [
     header::COOKIE,
     header::AUTHORIZATION,
     header::ORIGIN,
