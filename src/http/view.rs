@@ -134,6 +134,30 @@ mod tests {
     }
 
     #[test]
+    fn a_hyper_request_is_read_through_its_parts() {
+        let mut req = Request::get("/sse?a=1")
+            .header("origin", "https://a.example")
+            .body(())
+            .expect("request");
+        assert_eq!(req.path(), "/sse");
+        assert_eq!(req.query(), Some("a=1"));
+        assert_eq!(
+            req.fields().first_text(&header::ORIGIN),
+            Some("https://a.example")
+        );
+        assert_eq!(
+            req.remote_addr(),
+            None,
+            "recorded only for the connect proxy"
+        );
+        let peer: SocketAddr = "192.0.2.1:4000".parse().expect("addr");
+        req.extensions_mut().insert(RemoteAddr(peer));
+        assert_eq!(req.remote_addr(), Some(peer));
+        let bare = Request::get("/ws").body(()).expect("request");
+        assert_eq!(bare.query(), None);
+    }
+
+    #[test]
     fn a_header_maps_fields_read_every_value_in_order() {
         let mut map = HeaderMap::new();
         map.append(header::CONNECTION, HeaderValue::from_static("keep-alive"));
