@@ -1041,7 +1041,7 @@ fn ranged_server_settings_take_their_ends_and_refuse_past_them() {
     let ranged = [
         Ranged {
             path: "server.fanout_nice",
-            default: 5,
+            default: 9,
             max: 19,
             get: |c| u16::from(c.server.fanout_nice),
             set: |c, v| c.server.fanout_nice = u8::try_from(v).expect("a niceness fits"),
