@@ -276,7 +276,7 @@ pub(crate) fn report_opened(
 
 /// Server CPU between two readings, µs.
 pub(crate) fn cpu_between(a: Option<Sample>, b: Option<Sample>) -> Option<u64> {
-    Some(b?.cpu_us.saturating_sub(a?.cpu_us))
+    Some(b?.cpu_us_since(&a?))
 }
 
 /// KiB to MiB, two decimals.
