@@ -89,11 +89,12 @@ for _ in $(seq 1 100); do
     sleep 0.1
 done
 [[ -n $client ]] || { echo "first-recipient-trace: the load client did not start" >&2; exit 1; }
-recipients=
-for _ in $(seq 1 100); do
-    recipients=$({ pgrep -P "$client" || true; } | tr '\n' ',')
-    [[ -n $recipients ]] && break
-    sleep 0.1
+# The workers, gathered while the client runs (it may start them one by one).
+recipients=$out/recipients
+: >"$recipients"
+while kill -0 "$client" 2>/dev/null; do
+    pgrep -P "$client" >>"$recipients" || true
+    sleep 0.5
 done
 wait "$traced" || echo "first-recipient-trace: the load client failed (see $out/loadtest.err)" >&2
 perf script -i "$out/perf.data" -F comm,pid,tid,time,event,trace --ns >"$out/events.txt" 2>/dev/null
@@ -102,9 +103,10 @@ rm -f "$out/perf.data"
     echo "peer: $peer, scenario: $scenario, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "pushgate commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src || echo ' (with uncommitted changes in src/)')"
     echo "command: ${cmd[*]}" | sed "s#$target/release/#target/release/#"
-    python3 loadtest/first-recipient-stages.py "$out/events.txt" --server "$server_pids" --pusher "$client" --recipients "$recipients"
+    python3 loadtest/first-recipient-stages.py "$out/events.txt" --server "$server_pids" --pusher "$client" --recipients "$(sort -u "$recipients" | paste -sd,)"
     grep -i "first recipient" "$out/loadtest.md" | head -3 | sed 's/^/loadtest: /'
 } | tee "$out/stages.txt"
 # Some 60 MB a run: kept only when asked (KEEP_EVENTS=1).
 [[ ${KEEP_EVENTS:-0} == 1 ]] || rm -f "$out/events.txt"
+rm -f "$recipients"
 echo "first-recipient-trace: results in $out"
