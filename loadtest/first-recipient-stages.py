@@ -13,8 +13,8 @@ the client's metrics scrapes are shorter):
   rwake -> rread  to the recipient's read returning
 and two sums: from the server's read (what the issue-18 target counts
 from, "the publish being accepted", which comes after that read) and
-from the pusher's write (what loadtest's first-recipient figure counts,
-plus the client's own parse). The first push (the scenario's warm-up)
+from the pusher's write (loadtest's own first-recipient figure less its
+parse of the frame). The first push (the scenario's warm-up)
 is shown but not in the medians.
 
 Usage: first-recipient-stages.py EVENTS --server PIDS --pusher PID --recipients PIDS

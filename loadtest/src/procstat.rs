@@ -58,6 +58,18 @@ pub(crate) fn sample(pid: u32) -> anyhow::Result<Sample> {
 }
 
 impl Sample {
+    /// Adds `other`'s readings to this one's (a group of processes read as
+    /// one; the time stays this reading's).
+    fn add(&mut self, other: &Sample) {
+        self.rss_kib += other.rss_kib;
+        self.pss_kib += other.pss_kib;
+        self.cpu_us += other.cpu_us;
+        self.run_ns = self.run_ns.zip(other.run_ns).map(|(a, b)| a + b);
+        self.threads += other.threads;
+        self.switches += other.switches;
+        self.processes += other.processes;
+    }
+
     /// CPU time spent from `before` to this reading, µs. From the
     /// threads' `schedstat`, to the nanosecond: at 100 ticks a second,
     /// `stat`'s figure moves in steps of 10 ms, which is 1 µs a
@@ -136,13 +148,7 @@ pub(crate) fn sample_tree(pid: u32) -> anyhow::Result<Sample> {
     let mut total = sample(pid)?;
     for child in children(pid) {
         if let Ok(s) = sample(child) {
-            total.rss_kib += s.rss_kib;
-            total.pss_kib += s.pss_kib;
-            total.cpu_us += s.cpu_us;
-            total.run_ns = total.run_ns.zip(s.run_ns).map(|(a, b)| a + b);
-            total.threads += s.threads;
-            total.switches += s.switches;
-            total.processes += 1;
+            total.add(&s);
         }
     }
     Ok(total)
@@ -154,14 +160,7 @@ pub(crate) fn sample_pids(pids: &[u32]) -> anyhow::Result<Sample> {
     let (first, rest) = pids.split_first().context("no pid to sample")?;
     let mut total = sample_tree(*first)?;
     for &pid in rest {
-        let s = sample_tree(pid)?;
-        total.rss_kib += s.rss_kib;
-        total.pss_kib += s.pss_kib;
-        total.cpu_us += s.cpu_us;
-        total.run_ns = total.run_ns.zip(s.run_ns).map(|(a, b)| a + b);
-        total.threads += s.threads;
-        total.switches += s.switches;
-        total.processes += s.processes;
+        total.add(&sample_tree(pid)?);
     }
     Ok(total)
 }
@@ -409,21 +408,27 @@ mod tests {
     }
 
     #[test]
-    fn own_cpu_time_is_seen_before_a_tick_passes() {
-        let me = std::process::id();
-        let before = sample(me).unwrap();
-        // Spin 3 ms of this thread's own CPU time: under a 10 ms tick.
-        let spin = std::time::Instant::now();
-        let start = thread_cpu_ns();
-        while thread_cpu_ns() - start < 3_000_000 && spin.elapsed().as_secs() < 5 {}
-        let after = sample(me).unwrap();
+    fn cpu_time_is_seen_before_a_tick_passes() {
+        // A child that spins, one thread: not this test process, whose
+        // other tests' threads end at any time and take their time with
+        // them.
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let before = sample(pid).unwrap();
+        // 3 ms of the child's CPU time: under a 10 ms tick.
+        let waited = std::time::Instant::now();
+        while run_ns(pid).unwrap() - before.run_ns.unwrap() < 3_000_000
+            && waited.elapsed().as_secs() < 5
+        {
+            std::thread::yield_now();
+        }
+        let after = sample(pid).unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
         assert!(after.cpu_us_since(&before) >= 3_000);
-    }
-
-    /// This thread's CPU time, ns (its own `schedstat`).
-    fn thread_cpu_ns() -> u64 {
-        let text = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap();
-        parse_schedstat(&text).unwrap().run_ns
     }
 
     #[test]
